@@ -1,0 +1,44 @@
+"""Physics Informed Deep Kernel Learning (PI-DKL) as Pyro model code."""
+
+from . import baselines, datasets, physics
+from .domain import Box, Gaussian
+from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
+from .infer import FitResult, fit
+from .metrics import coverage, nrmse, rmse, test_log_predictive_density
+from .models import DKL, PIDKL, SKL, ExactGP
+from .nn import MLP
+from .physics import Equation, Parameter
+from .posterior import GPPosterior
+from .selection import CVResult, cross_validate, holdout_split, kfold_splits
+
+__version__ = "0.1.0"
+
+__all__ = sorted([
+    "Box",
+    "CVResult",
+    "DKL",
+    "Equation",
+    "ExactGP",
+    "FitDivergedError",
+    "FitResult",
+    "GPPosterior",
+    "Gaussian",
+    "MLP",
+    "NotPositiveDefiniteError",
+    "PIDKL",
+    "PIDKLError",
+    "Parameter",
+    "SKL",
+    "__version__",
+    "baselines",
+    "coverage",
+    "cross_validate",
+    "datasets",
+    "fit",
+    "holdout_split",
+    "kfold_splits",
+    "nrmse",
+    "physics",
+    "rmse",
+    "test_log_predictive_density",
+])

@@ -1,0 +1,26 @@
+"""Exceptions raised by :mod:`pyro_pidkl`, each naming what was expected and what came."""
+
+
+class PIDKLError(Exception):
+    """Base class of the library's own errors."""
+
+
+class NotPositiveDefiniteError(PIDKLError, RuntimeError):
+    """A kernel matrix stayed non positive definite after the largest allowed jitter."""
+
+
+class NonFiniteError(PIDKLError, ValueError):
+    """A quantity computed from the parameters (kernel matrix, residual) is NaN or inf."""
+
+
+class FitDivergedError(PIDKLError, RuntimeError):
+    """The loss or its gradients became NaN/inf during a fit.
+
+    The parameter update of the failing step is *not* applied, so the model keeps the
+    parameters of the last finite step; ``history`` holds the losses seen so far.
+    """
+
+    def __init__(self, message, history=None, step=None):
+        super().__init__(message)
+        self.history = [] if history is None else list(history)
+        self.step = step

@@ -1,0 +1,42 @@
+r"""Held-out scores of a Gaussian predictive :math:`\mathcal{N}(\hat y_i, s_i^2)`.
+
+* ``rmse``: :math:`\sqrt{\tfrac1n \sum_i (\hat y_i - y_i)^2}`
+* ``nrmse``: :math:`\|\hat y - y\|_2 / \|y\|_2` (relative L2 error)
+* ``test_log_predictive_density``: :math:`\tfrac1n \sum_i \log \mathcal{N}(y_i \mid \hat y_i, s_i^2)`
+* ``coverage``: fraction of :math:`y_i` inside the central ``level`` interval
+"""
+
+import math
+
+import torch
+
+__all__ = ["coverage", "nrmse", "rmse", "test_log_predictive_density"]
+
+
+def _t(a):
+    return torch.as_tensor(a, dtype=torch.float64).reshape(-1)
+
+
+def rmse(mean, y):
+    """Root mean squared error."""
+    return float((_t(mean) - _t(y)).pow(2).mean().sqrt())
+
+
+def nrmse(mean, y):
+    """Relative L2 error ``||mean - y|| / ||y||``."""
+    return float((_t(mean) - _t(y)).norm() / _t(y).norm())
+
+
+def test_log_predictive_density(mean, var, y):
+    """Mean log density of ``y`` under independent normals ``N(mean, var)``."""
+    mean, var, y = _t(mean), _t(var), _t(y)
+    return float((-0.5 * (y - mean).pow(2) / var - 0.5 * torch.log(2 * math.pi * var)).mean())
+
+
+def coverage(mean, var, y, level=0.95):
+    """Fraction of ``y`` inside the central ``level`` interval of ``N(mean, var)``."""
+    if not 0 < level < 1:
+        raise ValueError(f"Expected 0 < level < 1; got {level}")
+    z = math.sqrt(2) * torch.special.erfinv(torch.tensor(level, dtype=torch.float64))
+    mean, var, y = _t(mean), _t(var), _t(y)
+    return float(((y - mean).abs() <= z * var.sqrt()).double().mean())

@@ -1,0 +1,7 @@
+"""GP models: the PI-DKL hybrid and its baselines."""
+
+from .baselines import DKL, SKL
+from .exact_gp import ExactGP
+from .pidkl import PIDKL
+
+__all__ = ["DKL", "ExactGP", "PIDKL", "SKL"]

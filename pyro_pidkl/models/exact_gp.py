@@ -1,0 +1,96 @@
+r"""Exact GP regression on standardised data, written as a Pyro model.
+
+.. math::
+    p(y \mid X) = \mathcal{N}(y_s \mid 0, K + \sigma^2 I), \qquad
+    y_s = (y - m_y) / s_y,\; u = (x - m_x) / s_x
+
+The noise variance :math:`\sigma^2` (standardised units) is constrained above a floor so it
+cannot collapse (the paper's code lets it reach ~1e-10 and becomes overconfident).
+"""
+
+import torch
+import pyro
+from pyro.distributions import constraints
+from pyro.nn import PyroModule, PyroParam, pyro_method
+
+from ..data import Standardizer, as_inputs, as_targets
+from ..posterior import GPPosterior
+
+__all__ = ["ExactGP"]
+
+
+class ExactGP(PyroModule):
+    r"""Base class: data handling, noise, one Cholesky per step, predictions.
+
+    Subclasses set ``self.kernel`` (a :mod:`pyro.contrib.gp` kernel on standardised inputs).
+
+    :param X: ``(N, d)`` training inputs (user units).
+    :param y: ``(N,)`` training targets.
+    :param input_names: names of the ``d`` inputs (default ``x0, x1, ...``).
+    :param float noise: initial noise variance (standardised units).
+    :param float noise_floor: lower bound of the noise variance (standardised units).
+    :param bool standardize: standardise inputs and outputs inside the model.
+    :param float jitter: first relative jitter tried when a Cholesky fails.
+    :param float max_jitter: largest relative jitter before raising.
+    :param torch.dtype dtype: float64 by default.
+    """
+
+    def __init__(self, X, y, input_names=None, noise=1e-2, noise_floor=1e-4, standardize=True,
+                 jitter=1e-8, max_jitter=1e-2, dtype=torch.float64):
+        super().__init__()
+        X, self.input_names = as_inputs(X, input_names, dtype)
+        y = as_targets(y, X.shape[0], dtype)
+        if not noise_floor >= 0:
+            raise ValueError(f"Expected noise_floor >= 0; got {noise_floor}")
+        if not noise > noise_floor:
+            raise ValueError(f"Expected the initial noise ({noise}) to exceed noise_floor "
+                             f"({noise_floor})")
+        self.standardizer = Standardizer(X, y, standardize)
+        self.register_buffer("X", X)
+        self.register_buffer("y", y)
+        self.register_buffer("X_s", self.standardizer.x_to_model(X))
+        self.register_buffer("y_s", self.standardizer.y_to_model(y))
+        self.noise_floor, self.jitter, self.max_jitter = noise_floor, jitter, max_jitter
+        self.noise = PyroParam(torch.tensor(float(noise), dtype=dtype),
+                               constraints.greater_than(float(noise_floor)))
+
+    @property
+    def input_dim(self):
+        return self.X.shape[1]
+
+    def posterior(self):
+        """The :class:`~pyro_pidkl.posterior.GPPosterior` at the current parameters
+        (one Cholesky of ``K + sigma^2 I``)."""
+        return GPPosterior(self.X_s, self.y_s, self.kernel, self.noise, self.jitter,
+                           self.max_jitter)
+
+    @pyro_method
+    def model(self):
+        r"""``pyro.factor("data", log N(y | 0, K + sigma^2 I))``; returns the posterior."""
+        posterior = self.posterior()
+        pyro.factor("data", posterior.log_marginal())
+        return posterior
+
+    @pyro_method
+    def guide(self):
+        """No latent sites: the hyperparameters are point estimates."""
+
+    def forward(self, Xnew, full_cov=False, noiseless=True):
+        r"""Posterior mean and variance of :math:`f` (``noiseless=True``) or :math:`y` at
+        ``Xnew`` ``(M, d)``, in the user's units.
+
+        :returns: ``(mean (M,), var (M,))`` or ``(mean, cov (M, M))`` with ``full_cov``.
+        """
+        Xnew, _ = as_inputs(Xnew, self.input_names, self.X.dtype, what="Xnew")
+        Xnew = Xnew.to(self.X.device)
+        with torch.no_grad():
+            mean, var = self.posterior().mean_var(self.standardizer.x_to_model(Xnew), full_cov)
+            if not noiseless:
+                var = var + (self.noise * torch.eye(var.shape[-1], dtype=var.dtype,
+                                                    device=var.device) if full_cov
+                             else self.noise)
+        return self.standardizer.f_to_user(mean), self.standardizer.var_to_user(var)
+
+    def noise_variance(self):
+        """Noise variance :math:`\\sigma^2` in the user's units (a float)."""
+        return float(self.standardizer.var_to_user(self.noise.detach()))

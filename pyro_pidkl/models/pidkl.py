@@ -1,0 +1,175 @@
+r"""Physics Informed Deep Kernel Learning (Wang, Xing, Kirby, Zhe, AISTATS 2022).
+
+A deep-kernel GP of :math:`f` respects :math:`\psi[f] = g` with :math:`g \sim GP(0, \kappa)`
+unknown. A posterior function draw :math:`f_\epsilon = \mu + \epsilon\sqrt{v}` is pushed
+through :math:`\psi` by autodiff at random points :math:`Z \sim p(Z)`, and the collapsed
+ELBO is
+
+.. math::
+    \mathcal{L} = \log \mathcal{N}(y \mid 0, K + \sigma^2 I)
+        + \gamma\, \mathbb{E}_{p(Z)} \mathbb{E}_{p(\epsilon)}
+          \log \mathcal{N}\big(h(Z, \epsilon) \mid 0, \kappa(Z, Z)\big),
+    \qquad h(Z, \epsilon) = \psi[f_\epsilon](Z).
+
+In Pyro: two factor sites (``data``, ``physics``) and two sample sites (``Z``, ``eps``)
+whose guide is their prior, so that ``Trace_ELBO`` gives exactly :math:`-\mathcal{L}`.
+"""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.nn import pyro_method
+
+from ..domain import Box
+from ..errors import NonFiniteError
+from ..kernels import batched, se_ard
+from ..nn import smoothness_order
+from ..physics.equation import Equation
+from ..posterior import jittered_cholesky
+from .baselines import DKL
+
+__all__ = ["PIDKL"]
+
+
+class PIDKL(DKL):
+    r"""The PI-DKL hybrid model.
+
+    :param X: ``(N, d)`` training inputs (user units).
+    :param y: ``(N,)`` training targets.
+    :param equation: a :class:`~pyro_pidkl.physics.Equation`.
+    :param input_names: names of the ``d`` inputs; default the equation's inputs when it
+        declares all ``d`` of them, else ``x0, x1, ...``.
+    :param float gamma: weight :math:`\gamma \ge 0` of the physics term.
+    :param int m: number of collocation points :math:`Z` per draw.
+    :param domain: :math:`p(Z)`: a :class:`~pyro_pidkl.domain.Box` (default: the data's box)
+        or :class:`~pyro_pidkl.domain.Gaussian`, in user units.
+    :param source_inputs: inputs of the source kernel :math:`\kappa`: ``"equation"``
+        (default, those the equation differentiates), ``"all"``, or a tuple of names.
+    :param str eps: ``"draw"`` (paper: one :math:`\epsilon` per function draw) or ``"point"``
+        (one per collocation point, as the paper's public code).
+    :param float source_jitter: relative nugget added to :math:`\kappa(Z, Z)`.
+    Other arguments as :class:`~pyro_pidkl.models.baselines.DKL`.
+
+    Sites of :meth:`model` (``S`` particles when vectorised): ``data`` factor ``()``,
+    ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or ``(S, m)``, ``physics`` factor ``(S,)``.
+    """
+
+    def __init__(self, X, y, equation, input_names=None, gamma=1.0, m=10, domain=None,
+                 source_inputs="equation", eps="draw", source_jitter=1e-6, **kwargs):
+        if not isinstance(equation, Equation):
+            raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
+                            f"{type(equation).__name__}")
+        if input_names is None and equation.inputs is not None:
+            shape = getattr(X, "shape", None)
+            ncol = shape[1] if shape is not None and len(shape) == 2 else 1
+            if ncol == len(equation.inputs):
+                input_names = equation.inputs
+        super().__init__(X, y, input_names, **kwargs)
+        try:
+            gamma = float(gamma)
+        except (TypeError, ValueError):
+            raise TypeError(f"Expected gamma to be a number; got {gamma!r}") from None
+        if not (gamma >= 0 and math.isfinite(gamma)):
+            raise ValueError(f"Expected gamma >= 0 (finite); got {gamma}")
+        if isinstance(m, bool) or int(m) != m or m < 1:
+            raise ValueError(f"Expected m (number of collocation points) to be an integer "
+                             f">= 1; got {m!r}")
+        if eps not in ("draw", "point"):
+            raise ValueError(f"Expected eps to be 'draw' or 'point'; got {eps!r}")
+        equation.check_inputs(self.input_names)
+        self.equation = equation
+        self.gamma, self.m, self.eps_mode, self.source_jitter = gamma, int(m), eps, source_jitter
+        self.domain = (domain or Box()).resolve(self.X, self.input_names)
+        self.source_kernel = se_ard(self.input_dim, self._source_columns(source_inputs),
+                                    dtype=self.X.dtype)
+        order = smoothness_order(self.feature_net)
+        self._max_order = order
+        self._why = (f" because the feature map {type(self.feature_net).__name__} has a "
+                     "piecewise-linear or C1 activation (ReLU-like: autograd returns 0 for its "
+                     "second derivatives); use a smooth activation such as nn.Tanh or nn.SiLU"
+                     if math.isfinite(order) else "")
+        self._probe_equation()
+
+    # -- configuration helpers ---------------------------------------------------------
+    def _source_columns(self, source_inputs):
+        if source_inputs == "equation":
+            names = self.equation.inputs or self.input_names
+        elif source_inputs == "all":
+            names = self.input_names
+        else:
+            names = (source_inputs,) if isinstance(source_inputs, str) else tuple(source_inputs)
+            unknown = [n for n in names if n not in self.input_names]
+            if unknown or not names:
+                raise ValueError(f"Expected source_inputs to be 'equation', 'all' or names from "
+                                 f"{self.input_names}; got {source_inputs!r}")
+        return [self.input_names.index(n) for n in names]
+
+    def _probe_equation(self):
+        """Run the equation once on a cheap smooth surrogate of the GP (the feature map) so
+        that bad equations fail at construction, not after minutes of training."""
+        Z = self.X[:2]
+
+        def surrogate(x):
+            return self.feature_net(self.standardizer.x_to_model(x)).sum(-1)
+        self.equation.residual(surrogate, Z, self.input_names, self._max_order, self._why)
+
+    def eps_distribution(self):
+        """:math:`p(\\epsilon)`: ``(1,)`` per draw or ``(m,)`` per point, standard normal."""
+        size = 1 if self.eps_mode == "draw" else self.m
+        zero = torch.zeros(size, dtype=self.X.dtype, device=self.X.device)
+        return dist.Normal(zero, 1.0).to_event(1)
+
+    # -- the model -----------------------------------------------------------------------
+    def posterior_draw(self, posterior, eps):
+        r"""The draw :math:`f_\epsilon(x) = m_y + s_y(\mu(u) + \epsilon\sqrt{v(u)})`,
+        :math:`u = (x - m_x)/s_x`, as a function of user-unit points ``(M, d) -> (M,)``."""
+        draw = posterior.draw(eps)
+        st = self.standardizer
+        return lambda x: st.f_to_user(draw(st.x_to_model(x)))
+
+    def residual(self, posterior, Z, eps):
+        r""":math:`h(Z, \epsilon) = \psi[f_\epsilon](Z)`, shape ``Z.shape[:-1]``."""
+        batch, d = Z.shape[:-1], Z.shape[-1]
+        eps = eps.expand(batch).reshape(-1)
+        f = self.posterior_draw(posterior, eps)
+        h = self.equation.residual(f, Z.reshape(-1, d), self.input_names, self._max_order,
+                                   self._why)
+        return h.reshape(batch)
+
+    def physics_log_prob(self, h, Z):
+        r""":math:`\log \mathcal{N}(h \mid 0, \kappa(Z, Z))`, reduced over the ``m`` points."""
+        if not torch.isfinite(h).all():
+            bad = int((~torch.isfinite(h)).sum())
+            raise NonFiniteError(
+                f"The residual of equation {self.equation.name!r} is NaN/inf at {bad} of "
+                f"{h.numel()} collocation points (parameters: {self.equation_parameters()})")
+        Sigma = batched(self.source_kernel, self.standardizer.x_to_model(Z))
+        m = Sigma.shape[-1]
+        scale = self.source_kernel.variance
+        Sigma = Sigma + (self.source_jitter * scale) * torch.eye(m, dtype=Sigma.dtype,
+                                                                 device=Sigma.device)
+        L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
+        return dist.MultivariateNormal(torch.zeros_like(h), scale_tril=L).log_prob(h)
+
+    @pyro_method
+    def model(self):
+        posterior = super().model()                              # pyro.factor("data", ...)
+        Z = pyro.sample("Z", self.domain.distribution(self.m))   # (..., m, d)
+        eps = pyro.sample("eps", self.eps_distribution())        # (..., 1) or (..., m)
+        h = self.residual(posterior, Z, eps)                     # (..., m)
+        pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
+        return posterior
+
+    @pyro_method
+    def guide(self):
+        """Z and eps drawn from their priors (their log p - log q cancels exactly)."""
+        pyro.sample("Z", self.domain.distribution(self.m))
+        pyro.sample("eps", self.eps_distribution())
+
+    def equation_parameters(self):
+        """Current equation parameters as ``{name: float or list}``."""
+        with torch.no_grad():
+            return {k: v.detach().cpu().tolist() for k, v in
+                    self.equation.parameter_values().items()}

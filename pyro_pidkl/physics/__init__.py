@@ -1,0 +1,17 @@
+"""Equations written as plain Python over a solution and its derivatives by input name."""
+
+from .derivatives import Field, Inputs
+from .equation import Equation, Parameter
+from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
+
+__all__ = [
+    "Equation",
+    "Field",
+    "Inputs",
+    "Parameter",
+    "burgers_1d",
+    "diffusion_2d",
+    "first_order_ode",
+    "heat_1d",
+    "poisson_2d",
+]

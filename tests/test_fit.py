@@ -1,0 +1,80 @@
+import math
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+import pyro_pidkl as pk
+from pyro_pidkl import physics
+from pyro_pidkl.physics import Equation, Parameter
+
+
+def _decay(n=25, rate=2.0):
+    t = np.linspace(0, 1, n)[:, None]
+    return t, 1.5 * np.exp(-rate * t[:, 0])
+
+
+def test_fit_records_history_and_lowers_the_loss():
+    t, y = _decay()
+    model = pk.DKL(t, y)
+    result = pk.fit(model, num_steps=60, lr=0.02, progress=False)
+    assert result.num_steps == 60 and len(result.losses) == 60 and result.seconds > 0
+    assert np.mean(result.losses[-5:]) < np.mean(result.losses[:5])
+    assert "FitResult(num_steps=60" in repr(result)
+
+
+def test_divergence_stops_the_fit_and_keeps_the_last_finite_parameters():
+    t, y = _decay()
+    calls = {"n": 0}
+
+    def explodes(f, x, k):
+        calls["n"] += 1
+        bad = calls["n"] > 4          # 1 probe + 3 good steps, then NaN
+        return f.d("t") + k * f + (math.nan if bad else 0.0)
+    model = pk.PIDKL(t, y, Equation(explodes, inputs=("t",), k=1.0), m=5)
+    with pytest.raises(pk.FitDivergedError, match="diverged at step 3") as info:
+        pk.fit(model, num_steps=10, progress=False)
+    assert info.value.step == 3 and len(info.value.history) == 3
+    assert all(math.isfinite(v) for v in info.value.history)
+    for p in model.parameters():
+        assert torch.isfinite(p).all()
+    assert math.isfinite(model.equation.k.item())
+
+
+def test_fit_rejects_bad_settings():
+    model = pk.DKL(*_decay())
+    with pytest.raises(ValueError, match="num_steps"):
+        pk.fit(model, num_steps=-1)
+    with pytest.raises(ValueError, match="lr > 0"):
+        pk.fit(model, lr=0.0)
+    with pytest.raises(ValueError, match="num_particles"):
+        pk.fit(model, num_particles=0)
+    with pytest.raises(ValueError, match="lr_final"):
+        pk.fit(model, lr=0.01, lr_final=0.1)
+
+
+def test_models_fitted_in_one_process_keep_their_own_parameters():
+    t, y = _decay()
+    pyro.set_rng_seed(0)
+    a = pk.DKL(t, y)
+    pk.fit(a, num_steps=30, lr=0.05, progress=False)
+    noise_a = a.noise_variance()
+    pyro.set_rng_seed(0)
+    b = pk.DKL(t, y)
+    noise_b0 = b.noise_variance()
+    b(t)                           # predictions must not pull a's values into b
+    assert b.noise_variance() == noise_b0 != noise_a
+    assert a.noise_variance() == noise_a
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fit_recovers_the_decay_rate_of_a_noise_free_exponential(seed):
+    """f = 1.5 exp(-2 t) solves f_t + B f = 0 only for B = 2; B starts at 0.5."""
+    t, y = _decay(rate=2.0)
+    pyro.set_rng_seed(seed)
+    eq = physics.first_order_ode(B=0.5, D=Parameter(0.0, fixed=True))
+    model = pk.PIDKL(t, y, eq, gamma=1.0, m=30)
+    pk.fit(model, num_steps=600, lr=0.02, lr_final=0.002, num_particles=8, progress=False)
+    B = model.equation.B.item()
+    assert abs(B - 2.0) / 2.0 < 0.10, B

@@ -1,0 +1,243 @@
+import math
+import warnings
+
+import numpy as np
+import pyro
+import pytest
+import torch
+from pyro import poutine
+from pyro.infer import Trace_ELBO
+from torch import nn
+
+import pyro_pidkl as pk
+from pyro_pidkl import DKL, PIDKL, SKL, Box, Gaussian, physics
+
+
+def _ode_data(n=20):
+    t = np.linspace(0, 1, n)
+    return t[:, None], np.exp(-2 * t) + 0.5
+
+
+def _heat_data():
+    x, t = np.meshgrid(np.linspace(0, 1, 6), np.linspace(0, 0.5, 4))
+    X = np.stack([x.ravel(), t.ravel()], 1)
+    y = np.exp(-np.pi ** 2 * 0.1 * X[:, 1]) * np.sin(np.pi * X[:, 0])
+    return X, y
+
+
+def _pidkl(**kw):
+    X, y = _ode_data()
+    return PIDKL(X, y, physics.first_order_ode(), **kw)
+
+
+@pytest.mark.parametrize("eps,particles", [("draw", 1), ("point", 1), ("draw", 3),
+                                           ("point", 3)])
+def test_trace_shows_the_sites_with_their_shapes(eps, particles):
+    model = _pidkl(m=7, eps=eps)
+    fn = model.model
+    if particles > 1:
+        fn = pyro.plate("particles", particles, dim=-1)(fn)
+    tr = poutine.trace(fn).get_trace()
+    sites = {n: s for n, s in tr.nodes.items() if s["type"] == "sample"}
+    assert set(sites) == {"data", "Z", "eps", "physics"}
+    batch = (particles,) if particles > 1 else ()
+    assert sites["Z"]["value"].shape == batch + (7, 1)
+    assert sites["eps"]["value"].shape == batch + ((1,) if eps == "draw" else (7,))
+    assert sites["data"]["fn"].batch_shape == batch       # once per particle
+    assert sites["physics"]["fn"].batch_shape == batch
+    assert sites["data"]["is_observed"] and sites["physics"]["is_observed"]
+    params = {n for n, s in tr.nodes.items() if s["type"] == "param"}
+    assert {"noise", "equation.B", "equation.D", "source_kernel.variance",
+            "kernel.kern.lengthscale"} <= params
+    assert "kernel.iwarping_fn$$$layers.0.weight" in params
+    Z = sites["Z"]["value"]
+    assert (Z >= 0).all() and (Z <= 1).all()
+
+
+def test_physics_factor_is_gamma_times_the_source_log_density():
+    model = _pidkl(m=5, gamma=2.5)
+    tr = poutine.trace(model.model).get_trace()
+    Z, eps = tr.nodes["Z"]["value"], tr.nodes["eps"]["value"]
+    with torch.no_grad():
+        post = model.posterior()
+        h = model.residual(post, Z, eps)
+        logp = model.physics_log_prob(h, Z)
+    torch.testing.assert_close(tr.nodes["physics"]["fn"].log_factor.detach(), 2.5 * logp)
+
+
+def test_gamma_zero_gives_the_dkl_loss():
+    X, y = _ode_data()
+    losses = []
+    for cls in ("pidkl", "dkl"):
+        pyro.clear_param_store()
+        torch.manual_seed(3)
+        if cls == "pidkl":
+            model = PIDKL(X, y, physics.first_order_ode(), gamma=0.0)
+        else:
+            model = DKL(X, y, input_names=("t",))
+        losses.append(Trace_ELBO().loss(model.model, model.guide))
+    assert losses[0] == losses[1]
+
+
+def test_svi_with_a_fixed_seed_reproduces_itself_exactly():
+    runs = []
+    for _ in range(2):
+        pyro.set_rng_seed(11)
+        model = _pidkl(m=5)
+        result = pk.fit(model, num_steps=15, lr=0.02, num_particles=2, seed=5, progress=False)
+        runs.append((result.losses, model.equation_parameters(), model(np.array([[0.3]]))))
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] == runs[1][1]
+    assert torch.equal(runs[0][2][0], runs[1][2][0])
+
+
+def test_fit_raises_no_warnings():
+    model = _pidkl(m=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pk.fit(model, num_steps=3, progress=False)
+        pk.fit(model, num_steps=3, num_particles=2, progress=False)
+        pyro.infer.Predictive(model.model, num_samples=2)()
+
+
+def test_physics_term_is_computed_under_no_grad():
+    """Predictive runs models under torch.no_grad(): derivatives must still be taken."""
+    model = _pidkl(m=4)
+    pyro.set_rng_seed(2)
+    tr = poutine.trace(model.model).get_trace()
+    pyro.set_rng_seed(2)
+    with torch.no_grad():
+        tr_ng = poutine.trace(model.model).get_trace()
+    torch.testing.assert_close(tr_ng.nodes["physics"]["fn"].log_factor,
+                               tr.nodes["physics"]["fn"].log_factor.detach())
+    samples = pyro.infer.Predictive(model.model, num_samples=3, return_sites=["Z", "eps"])()
+    assert samples["Z"].shape == (3, 4, 1) and samples["eps"].shape == (3, 1)
+
+
+def test_forward_mean_and_variance_in_user_units():
+    X, y = _ode_data()
+    model = DKL(X, y, input_names=("t",))
+    mean, var = model(X)
+    _, var_y = model(X, noiseless=False)
+    torch.testing.assert_close(var_y - var, torch.full_like(var, model.noise_variance()))
+    assert float((mean - torch.as_tensor(y)).abs().max()) < 0.5  # data scale, not standardised
+    mean_c, cov = model(X[:5], full_cov=True)
+    torch.testing.assert_close(cov.diagonal(), var[:5])
+    # the posterior after standardisation equals the textbook posterior in user units
+    st = model.standardizer
+    with torch.no_grad():
+        Xs, ys = st.x_to_model(model.X), st.y_to_model(model.y)
+        K = model.kernel(Xs) + model.noise * torch.eye(len(Xs))
+        Ks = model.kernel(Xs[:5], Xs)
+        ref = st.f_to_user(Ks @ torch.linalg.solve(K, ys))
+    torch.testing.assert_close(mean_c, ref)
+
+
+def test_equation_sees_user_units():
+    """psi's f_t equals the derivative of the model's mean in user units (eps = 0)."""
+    X, y = _ode_data()
+    X = X * 50.0 + 7.0          # far from standardised units
+    y = y * 30.0 - 4.0
+    seen = {}
+
+    def record(f, x):
+        seen["f"], seen["f_t"], seen["t"] = f.value, f.d("t"), x["t"]
+        return f.d("t")
+    model = PIDKL(X, y, physics.Equation(record, inputs=("t",)), m=5)
+    Z = torch.tensor([[10.0], [30.0], [50.0], [55.0], [20.0]], dtype=torch.float64)
+    model.residual(model.posterior(), Z, torch.zeros(1, dtype=torch.float64))
+    mean = lambda z: model(z)[0]
+    h = 1e-3
+    torch.testing.assert_close(seen["t"], Z[:, 0])
+    torch.testing.assert_close(seen["f"].detach(), mean(Z))
+    fd = (mean(Z + h) - mean(Z - h)) / (2 * h)
+    torch.testing.assert_close(seen["f_t"].detach(), fd, rtol=1e-5, atol=1e-7)
+
+
+def test_skl_is_an_ard_gp_on_inputs():
+    X, y = _heat_data()
+    model = SKL(X, y, input_names=("x", "t"))
+    assert model.kernel.lengthscale.shape == (2,)
+    pk.fit(model, num_steps=50, lr=0.05, progress=False)
+    mean, _ = model(X)
+    assert pk.rmse(mean, y) < 0.05
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"gamma": -0.1}, ValueError, "gamma >= 0"),
+    ({"gamma": math.nan}, ValueError, "gamma >= 0"),
+    ({"m": 0}, ValueError, "m \\(number of collocation points\\)"),
+    ({"m": 2.5}, ValueError, "integer >= 1"),
+    ({"eps": "each"}, ValueError, "'draw' or 'point'"),
+    ({"source_inputs": ("q",)}, ValueError, "source_inputs"),
+    ({"domain": Box(s=(0, 1))}, ValueError, "does not have"),
+    ({"domain": Box(t=(2, 3))}, ValueError, "do not overlap"),
+    ({"domain": Box(t=(1, 0))}, ValueError, "low < high"),
+    ({"domain": Gaussian(t=(0, -1))}, ValueError, "positive scale"),
+    ({"noise_floor": 1.0}, ValueError, "exceed noise_floor"),
+])
+def test_bad_options_raise_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _pidkl(**kwargs)
+
+
+def test_bad_data_raise_clear_errors():
+    X, y = _ode_data()
+    eq = physics.first_order_ode()
+    with pytest.raises(ValueError, match=r"shape \(N, 1\) for inputs \('t',\); got \(20, 2\)"):
+        PIDKL(np.hstack([X, X]), y, eq, input_names=("t",))
+    with pytest.raises(ValueError, match=r"y to have shape \(20,\)"):
+        PIDKL(X, y[:-1], eq)
+    Xn = X.copy()
+    Xn[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN/inf in 1 entries \\(first rows: \\[3\\]\\)"):
+        PIDKL(Xn, y, eq)
+    yi = y.copy()
+    yi[0] = np.inf
+    with pytest.raises(ValueError, match="finite values in y"):
+        PIDKL(X, yi, eq)
+    with pytest.raises(ValueError, match="at least one row"):
+        PIDKL(np.zeros((0, 1)), np.zeros(0), eq)
+    with pytest.raises(ValueError, match="unknown: \\('t',\\)"):
+        PIDKL(X, y, eq, input_names=("s",))
+    with pytest.raises(TypeError, match="Equation"):
+        PIDKL(X, y, lambda f, x: f)
+    model = DKL(X, y)
+    with pytest.raises(ValueError, match=r"Xnew to have shape \(N, 1\)"):
+        model(np.zeros((3, 2)))
+
+
+def test_relu_feature_map_under_second_order_equation_is_refused():
+    X, y = _heat_data()
+    relu = pk.MLP(2, activation=nn.ReLU)
+    with pytest.raises(ValueError, match="order 2.*ReLU-like.*nn.Tanh"):
+        PIDKL(X, y, physics.heat_1d(), feature_net=relu)
+    # a first-order equation is fine with ReLU
+    Xo, yo = _ode_data()
+    PIDKL(Xo, yo, physics.first_order_ode(), feature_net=pk.MLP(1, activation=nn.ReLU))
+
+
+def test_unknown_names_inside_psi_fail_at_construction():
+    X, y = _heat_data()
+    eq = physics.Equation(lambda f, x: f.d("z"), inputs=("x", "t"))
+    with pytest.raises(ValueError, match="Unknown input name 'z'"):
+        PIDKL(X, y, eq)
+    eq = physics.Equation(lambda f, x: x["z"], inputs=("x", "t"))
+    with pytest.raises(KeyError, match="Unknown input name 'z'"):
+        PIDKL(X, y, eq)
+
+
+class _Collapse(nn.Module):
+    """A feature map sending every input to the same point: K = s^2 * ones (rank one)."""
+
+    def forward(self, x):
+        return 0.0 * x
+
+
+def test_non_positive_definite_kernel_raises_named_error():
+    X, y = _ode_data(6)
+    model = DKL(X, y, feature_net=_Collapse(), noise=1e-300, noise_floor=0.0, max_jitter=1e-12)
+    with pytest.raises(pk.NotPositiveDefiniteError, match="6 x 6 matrix K \\+ sigma\\^2 I"):
+        model.posterior()
+    # with the default jitter bound the same model is usable
+    DKL(X, y, feature_net=_Collapse(), noise=1e-300, noise_floor=0.0).posterior()

@@ -1,0 +1,75 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import multivariate_normal
+
+from pyro_pidkl import MLP, GPPosterior, NotPositiveDefiniteError
+from pyro_pidkl.kernels import deep_kernel, se_ard
+from pyro_pidkl.posterior import jittered_cholesky
+
+
+def _data(n=12, d=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=g, dtype=torch.float64)
+    y = torch.sin(3 * X).sum(-1) + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    return X, y
+
+
+def _se(A, B, s2, ls):
+    d2 = ((A[:, None, :] - B[None, :, :]) / ls) ** 2
+    return s2 * np.exp(-0.5 * d2.sum(-1))
+
+
+def test_posterior_matches_textbook_formulas():
+    X, y = _data()
+    k = se_ard(2, variance=1.3, lengthscale=0.4)
+    noise = torch.tensor(0.05, dtype=torch.float64)
+    post = GPPosterior(X, y, k, noise)
+    Xs = torch.rand(7, 2, dtype=torch.float64)
+    mean, var = post.mean_var(Xs)
+    _, cov = post.mean_var(Xs, full_cov=True)
+
+    Xn, yn, Xsn = X.numpy(), y.numpy(), Xs.numpy()
+    K = _se(Xn, Xn, 1.3, 0.4) + 0.05 * np.eye(len(Xn))
+    Ks = _se(Xsn, Xn, 1.3, 0.4)
+    Kss = _se(Xsn, Xsn, 1.3, 0.4)
+    mean_ref = Ks @ np.linalg.solve(K, yn)
+    cov_ref = Kss - Ks @ np.linalg.solve(K, Ks.T)
+    np.testing.assert_allclose(mean.detach().numpy(), mean_ref, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(var.detach().numpy(), np.diag(cov_ref), rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(cov.detach().numpy(), cov_ref, rtol=1e-7, atol=1e-10)
+    lml = multivariate_normal(np.zeros(len(yn)), K).logpdf(yn)
+    assert post.log_marginal().item() == pytest.approx(lml, rel=1e-10)
+
+
+def test_deep_kernel_is_se_on_features():
+    torch.manual_seed(1)
+    net = MLP(2, 5, width=8, depth=2)
+    k = deep_kernel(net, 5, variance=0.7, lengthscale=1.9)
+    X = torch.rand(6, 2, dtype=torch.float64)
+    with torch.no_grad():
+        F = net(X).numpy()
+        np.testing.assert_allclose(k(X).numpy(), _se(F, F, 0.7, 1.9), rtol=1e-10)
+        np.testing.assert_allclose(k(X, diag=True).numpy(), np.full(6, 0.7))
+
+
+def test_draw_with_zero_eps_is_the_mean_and_eps_scales_the_sd():
+    X, y = _data()
+    post = GPPosterior(X, y, se_ard(2), torch.tensor(0.1, dtype=torch.float64))
+    Xs = torch.rand(5, 2, dtype=torch.float64)
+    mean, var = post.mean_var(Xs)
+    torch.testing.assert_close(post.draw(torch.tensor(0.0))(Xs), mean)
+    torch.testing.assert_close(post.draw(torch.tensor(2.0))(Xs), mean + 2 * var.sqrt())
+
+
+def test_jitter_escalates_then_raises():
+    A = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # singular, PSD
+    L = jittered_cholesky(A)
+    assert torch.allclose(L @ L.T, A, atol=1e-6)
+    bad = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)  # eigenvalue -1
+    with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
+        jittered_cholesky(bad, max_jitter=1e-2)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        jittered_cholesky(torch.tensor([[math.nan]], dtype=torch.float64))
