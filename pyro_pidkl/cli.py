@@ -1,5 +1,11 @@
-"""Command line: ``pidkl fit EXPERIMENT`` fits a model on a built-in example and prints its
-test scores and learned equation parameters."""
+"""Command line.
+
+* ``pidkl fit EXPERIMENT``: one fit per method at fixed settings; test scores.
+* ``pidkl reproduce EXPERIMENT``: the honest protocol (CV on training data, several seeds,
+  final iterate); a table, ``DIR/results.json`` and a figure.
+* ``pidkl table DIR/results.json``: the README's markdown table from a results file.
+* ``pidkl bench``: time one training step of PI-DKL and DKL (JSON lines).
+"""
 
 import argparse
 import json
@@ -19,8 +25,8 @@ __all__ = ["main"]
 def _fit_command(args):
     experiment = EXPERIMENTS[args.experiment]
     data = experiment.dataset()
-    steps = experiment.num_steps if args.steps is None else args.steps
-    lr = experiment.lr if args.lr is None else args.lr
+    steps = experiment.protocol.num_steps if args.steps is None else args.steps
+    lr = experiment.protocol.lr if args.lr is None else args.lr
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"{experiment.description}\n{data}", file=sys.stderr)
@@ -58,6 +64,48 @@ def _fit_command(args):
     return 0
 
 
+def _parse_seeds(text):
+    seeds = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            seeds.extend(range(int(a), int(b) + 1))
+        elif part:
+            seeds.append(int(part))
+    return seeds
+
+
+def _reproduce_command(args):
+    from .reproduce import format_table, reproduce
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    methods = args.methods.split(",") if args.methods else None
+    records = reproduce(args.experiment, methods, _parse_seeds(args.seeds) if args.seeds else None,
+                        args.steps, args.out, args.jobs, progress=not args.quiet)
+    print(format_table(records))
+    print(f"records: {args.out}/results.json; figure: {args.out}/{args.experiment}.png")
+    return 0
+
+
+def _table_command(args):
+    from pathlib import Path
+
+    from .reproduce import markdown_table
+
+    records = json.loads(Path(args.results).read_text())
+    print(markdown_table(records))
+    return 0
+
+
+def _bench_command(args):
+    from .bench import run_benchmark
+
+    run_benchmark([int(v) for v in args.N.split(",")], [int(v) for v in args.m.split(",")],
+                  args.repeats, args.threads)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="pidkl", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pyro_pidkl {__version__}")
@@ -68,17 +116,34 @@ def main(argv=None):
                    help="comma-separated methods among pidkl, dkl, skl (default pidkl,dkl)")
     p.add_argument("--steps", type=int, default=None, help="optimisation steps")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate")
-    p.add_argument("--gamma", type=float, default=None, help="weight of the physics term")
-    p.add_argument("--m", type=int, default=None, help="collocation points per step")
+    p.add_argument("--gamma", type=float, default=1.0, help="weight of the physics term (default 1)")
+    p.add_argument("--m", type=int, default=10, help="collocation points per step (default 10)")
     p.add_argument("--particles", type=int, default=1, help="particles for Z and eps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    r = sub.add_parser("reproduce", help="the paper's experiment, honest protocol, several seeds")
+    r.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    r.add_argument("--methods", default=None, help="comma-separated (default: all of the "
+                   "experiment's methods)")
+    r.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default 0-4)")
+    r.add_argument("--steps", type=int, default=None, help="steps per fit (default: protocol)")
+    r.add_argument("--out", default="runs", help="output folder (default runs/)")
+    r.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    r.add_argument("--threads", type=int, default=0, help="torch threads when --jobs 1")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    t = sub.add_parser("table", help="markdown table from a results.json")
+    t.add_argument("results")
+    b = sub.add_parser("bench", help="time a training step of PI-DKL and DKL")
+    b.add_argument("--N", default="250,500,1000,2000")
+    b.add_argument("--m", default="10,100")
+    b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.command == "fit":
-        return _fit_command(args)
-    return 2
+    commands = {"fit": _fit_command, "reproduce": _reproduce_command, "table": _table_command,
+                "bench": _bench_command}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,17 @@ from pyro.contrib.gp.kernels import RBF, Warping
 __all__ = ["batched", "deep_kernel", "se_ard"]
 
 
-def deep_kernel(feature_net, feature_dim, variance=1.0, lengthscale=1.0, dtype=torch.float64):
+def deep_kernel(feature_net, feature_dim, variance=1.0, lengthscale=1.0, dtype=torch.float64,
+                ard=False):
     """SE kernel on the output of ``feature_net`` (``Warping(RBF, iwarping_fn=feature_net)``).
 
     :param torch.nn.Module feature_net: ``(N, d) -> (N, feature_dim)``.
     :param int feature_dim: output size of ``feature_net``.
+    :param bool ard: one lengthscale per feature (default: one shared lengthscale).
     """
+    shape = (feature_dim,) if ard else ()
     base = RBF(feature_dim, variance=torch.tensor(float(variance), dtype=dtype),
-               lengthscale=torch.tensor(float(lengthscale), dtype=dtype))
+               lengthscale=torch.full(shape, float(lengthscale), dtype=dtype))
     return Warping(base, iwarping_fn=feature_net)
 
 

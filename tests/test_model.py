@@ -168,7 +168,7 @@ def test_skl_is_an_ard_gp_on_inputs():
     ({"gamma": math.nan}, ValueError, "gamma >= 0"),
     ({"m": 0}, ValueError, "m \\(number of collocation points\\)"),
     ({"m": 2.5}, ValueError, "integer >= 1"),
-    ({"eps": "each"}, ValueError, "'draw' or 'point'"),
+    ({"eps": "each"}, ValueError, "'draw', 'point' or 'mean'"),
     ({"source_inputs": ("q",)}, ValueError, "source_inputs"),
     ({"domain": Box(s=(0, 1))}, ValueError, "does not have"),
     ({"domain": Box(t=(2, 3))}, ValueError, "do not overlap"),

@@ -10,6 +10,17 @@ from .exact_gp import ExactGP
 __all__ = ["DKL", "SKL"]
 
 
+class WithInputs(nn.Module):
+    """``x -> [phi(x), x]``: features concatenated with the inputs."""
+
+    def __init__(self, feature_net):
+        super().__init__()
+        self.feature_net = feature_net
+
+    def forward(self, x):
+        return torch.cat([self.feature_net(x), x], dim=-1)
+
+
 class SKL(ExactGP):
     r"""Standard kernel learning: exact GP with an SE-ARD kernel on the (standardised) inputs.
 
@@ -31,10 +42,14 @@ class DKL(ExactGP):
     :param feature_net: an ``nn.Module`` ``(N, d) -> (N, feature_dim)``; default the paper's
         MLP (4 hidden layers of 20 units, tanh, 20 outputs).
     :param int feature_dim: output size of ``feature_net`` (inferred for :class:`MLP`).
+    :param bool skip_inputs: SE-ARD kernel on :math:`[\phi(u), u]` (features and the
+        standardised inputs) instead of :math:`\phi(u)`: a stationary part whose variance
+        returns to the prior away from the data.
     Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
     """
 
-    def __init__(self, X, y, input_names=None, feature_net=None, feature_dim=None, **kwargs):
+    def __init__(self, X, y, input_names=None, feature_net=None, feature_dim=None,
+                 skip_inputs=False, **kwargs):
         super().__init__(X, y, input_names, **kwargs)
         if feature_net is None:
             feature_net = MLP(self.input_dim, feature_dim or 20, dtype=self.X.dtype)
@@ -50,6 +65,11 @@ class DKL(ExactGP):
             feature_dim = out.shape[1]
         self.feature_net = feature_net
         self.feature_dim = int(feature_dim)
+        self.skip_inputs = bool(skip_inputs)
+        if skip_inputs:
+            feature_net = WithInputs(feature_net)
+            feature_dim = self.feature_dim + self.input_dim
         # a plain nn.Module inside a PyroModule is registered with pyro.module on access:
         # its weights are the param sites "kernel.iwarping_fn$$$<name>"
-        self.kernel = deep_kernel(feature_net, self.feature_dim, dtype=self.X.dtype)
+        self.kernel = deep_kernel(feature_net, int(feature_dim), dtype=self.X.dtype,
+                                  ard=skip_inputs)

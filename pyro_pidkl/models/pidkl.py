@@ -47,8 +47,10 @@ class PIDKL(DKL):
         or :class:`~pyro_pidkl.domain.Gaussian`, in user units.
     :param source_inputs: inputs of the source kernel :math:`\kappa`: ``"equation"``
         (default, those the equation differentiates), ``"all"``, or a tuple of names.
-    :param str eps: ``"draw"`` (paper: one :math:`\epsilon` per function draw) or ``"point"``
-        (one per collocation point, as the paper's public code).
+    :param str eps: ``"draw"`` (paper: one :math:`\epsilon` per function draw), ``"point"``
+        (one per collocation point, as the paper's public code) or ``"mean"`` (no draw: the
+        physics term acts on the posterior mean :math:`\mu` only, :math:`\epsilon = 0`, and
+        there is no ``eps`` site).
     :param float source_jitter: relative nugget added to :math:`\kappa(Z, Z)`.
     Other arguments as :class:`~pyro_pidkl.models.baselines.DKL`.
 
@@ -76,8 +78,8 @@ class PIDKL(DKL):
         if isinstance(m, bool) or int(m) != m or m < 1:
             raise ValueError(f"Expected m (number of collocation points) to be an integer "
                              f">= 1; got {m!r}")
-        if eps not in ("draw", "point"):
-            raise ValueError(f"Expected eps to be 'draw' or 'point'; got {eps!r}")
+        if eps not in ("draw", "point", "mean"):
+            raise ValueError(f"Expected eps to be 'draw', 'point' or 'mean'; got {eps!r}")
         equation.check_inputs(self.input_names)
         self.equation = equation
         self.gamma, self.m, self.eps_mode, self.source_jitter = gamma, int(m), eps, source_jitter
@@ -121,6 +123,12 @@ class PIDKL(DKL):
         zero = torch.zeros(size, dtype=self.X.dtype, device=self.X.device)
         return dist.Normal(zero, 1.0).to_event(1)
 
+    def sample_eps(self):
+        """The ``eps`` site (a zero tensor without a site when ``eps="mean"``)."""
+        if self.eps_mode == "mean":
+            return torch.zeros(1, dtype=self.X.dtype, device=self.X.device)
+        return pyro.sample("eps", self.eps_distribution())
+
     # -- the model -----------------------------------------------------------------------
     def posterior_draw(self, posterior, eps):
         r"""The draw :math:`f_\epsilon(x) = m_y + s_y(\mu(u) + \epsilon\sqrt{v(u)})`,
@@ -157,7 +165,7 @@ class PIDKL(DKL):
     def model(self):
         posterior = super().model()                              # pyro.factor("data", ...)
         Z = pyro.sample("Z", self.domain.distribution(self.m))   # (..., m, d)
-        eps = pyro.sample("eps", self.eps_distribution())        # (..., 1) or (..., m)
+        eps = self.sample_eps()                                  # (..., 1) or (..., m)
         h = self.residual(posterior, Z, eps)                     # (..., m)
         pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
         return posterior
@@ -166,7 +174,7 @@ class PIDKL(DKL):
     def guide(self):
         """Z and eps drawn from their priors (their log p - log q cancels exactly)."""
         pyro.sample("Z", self.domain.distribution(self.m))
-        pyro.sample("eps", self.eps_distribution())
+        self.sample_eps()
 
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}``."""

@@ -1,0 +1,208 @@
+"""Running an experiment honestly: cross-validation on training data, several seeds, the
+final iterate, calibrated scores; records for ``results.json`` and a summary table."""
+
+import functools
+import json
+import math
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pyro
+import torch
+
+from .experiments import EXPERIMENTS, build_model
+from .infer import fit
+from .metrics import coverage, nrmse, rmse, test_log_predictive_density
+from .selection import cross_validate, holdout_split, kfold_splits
+
+__all__ = ["format_table", "markdown_table", "reproduce", "run_one", "summarize"]
+
+
+def _build_for_cv(X, y, experiment_name, input_names, **config):
+    return build_model("pidkl", EXPERIMENTS[experiment_name], X, y, input_names, **config)
+
+
+def _splits(experiment, data, seed):
+    p = experiment.protocol
+    if p.cv == "holdout":
+        column = data.input_names.index(p.cv_column)
+        return holdout_split(data.X_train, column, p.cv_fraction)
+    return kfold_splits(len(data.y_train), p.cv_folds, seed)
+
+
+def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predictions=False):
+    """Select (PI-DKL: gamma, m by CV on the training data), fit and score one run.
+
+    :returns: a record ``{experiment, method, seed, rmse, nrmse, test_lpd, coverage95,
+        fit_seconds, hyper}`` (plus ``predictions`` when ``keep_predictions``).
+    """
+    if threads:
+        torch.set_num_threads(threads)
+    experiment = EXPERIMENTS[experiment_name]
+    p = experiment.protocol
+    data = experiment.dataset()
+    steps = p.num_steps if num_steps is None else int(num_steps)
+    fit_kwargs = dict(num_steps=steps, lr=p.lr, lr_final=p.lr_final,
+                      num_particles=p.num_particles)
+    hyper = {"steps": steps, "lr": p.lr, "lr_final": p.lr_final,
+             "num_particles": p.num_particles}
+    config = {}
+    cv_seconds = 0.0
+    if method == "pidkl":
+        start = time.perf_counter()
+        cv_steps = p.cv_steps or steps
+        build = functools.partial(_build_for_cv, experiment_name=experiment_name,
+                                  input_names=data.input_names)
+        cv = cross_validate(build, data.X_train, data.y_train, p.grid,
+                            splits=_splits(experiment, data, seed), score="rmse",
+                            fit_kwargs={**fit_kwargs, "num_steps": cv_steps, "seed": seed})
+        config = cv.best
+        cv_seconds = time.perf_counter() - start
+        hyper.update(config, cv=p.cv, cv_steps=cv_steps, cv_seconds=cv_seconds,
+                     cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
+                     initial=experiment.initial)
+    pyro.set_rng_seed(seed)
+    model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
+                        **config)
+    result = fit(model, progress=False, **fit_kwargs)
+    mean, var_f = model(data.X_test)
+    _, var_y = model(data.X_test, noiseless=False)
+    record = {"experiment": experiment_name, "method": method, "seed": seed,
+              "rmse": rmse(mean, data.y_test), "nrmse": nrmse(mean, data.y_test),
+              "test_lpd": test_log_predictive_density(mean, var_y, data.y_test),
+              "coverage95": coverage(mean, var_y, data.y_test, 0.95),
+              "fit_seconds": result.seconds, "hyper": hyper}
+    hyper["noise_variance"] = model.noise_variance()
+    hyper["final_loss"] = result.final_loss
+    if method == "pidkl":
+        hyper["learned"] = model.equation_parameters()
+        hyper["truth"] = data.truth
+    if keep_predictions:
+        record["predictions"] = {"mean": mean.numpy(), "var_f": var_f.numpy(),
+                                 "var_y": var_y.numpy()}
+    return record
+
+
+def summarize(records):
+    """Median and (min, max) over seeds per (experiment, method)."""
+    out = {}
+    for r in records:
+        out.setdefault((r["experiment"], r["method"]), []).append(r)
+    rows = []
+    for (exp, method), rs in out.items():
+        row = {"experiment": exp, "method": method, "seeds": len(rs)}
+        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds"):
+            v = np.array([r[key] for r in rs], dtype=float)
+            row[key] = (float(np.median(v)), float(v.min()), float(v.max()))
+        if method == "pidkl":
+            row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
+            learned = {}
+            for r in rs:
+                for k, v in r["hyper"].get("learned", {}).items():
+                    learned.setdefault(k, []).append(v)
+            row["learned"] = {k: float(np.median(v)) for k, v in learned.items()}
+        rows.append(row)
+    return rows
+
+
+def format_table(records):
+    """A plain-text table: median [min, max] over seeds."""
+    lines = [f"{'experiment':<10} {'method':<7} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
+             f"{'test LPD':>24}  {'cov95':>19}  {'fit s':>6}"]
+    for row in summarize(records):
+        def cell(key, fmt):
+            med, lo, hi = row[key]
+            return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+        lines.append(f"{row['experiment']:<10} {row['method']:<7} {row['seeds']:>2}  "
+                     f"{cell('rmse', '.4f'):>22}  {cell('nrmse', '.4f'):>22}  "
+                     f"{cell('test_lpd', '.2f'):>24}  {cell('coverage95', '.2f'):>19}  "
+                     f"{row['fit_seconds'][0]:6.1f}")
+        if "learned" in row:
+            lines.append(f"{'':<10} {'':<7}     gamma chosen {row['gamma']}; learned (median) "
+                         + ", ".join(f"{k}={v:.4g}" for k, v in row["learned"].items()))
+    return "\n".join(lines)
+
+
+def markdown_table(records):
+    """The README's results table (median [min, max] over seeds)."""
+    lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | 95% coverage | fit s | "
+             "gamma (CV) | learned (median) |", "|" + "---|" * 10]
+    for row in summarize(records):
+        def cell(key, fmt):
+            med, lo, hi = row[key]
+            return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+        learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
+        gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
+        lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
+                     f"{cell('rmse', '.3f')} | {cell('nrmse', '.3f')} | "
+                     f"{cell('test_lpd', '.2f')} | {cell('coverage95', '.2f')} | "
+                     f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
+    return "\n".join(lines)
+
+
+def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="runs",
+              jobs=1, progress=True, figures=True):
+    """Run ``methods`` x ``seeds`` of an experiment, write ``out/results.json`` and figures.
+
+    :returns: the list of records.
+    """
+    from tqdm.auto import tqdm
+
+    if experiment_name not in EXPERIMENTS:
+        raise ValueError(f"Unknown experiment {experiment_name!r}; expected one of "
+                         f"{sorted(EXPERIMENTS)}")
+    experiment = EXPERIMENTS[experiment_name]
+    methods = list(methods or experiment.methods)
+    unknown = [m for m in methods if m not in experiment.methods]
+    if unknown:
+        raise ValueError(f"Unknown method(s) {unknown} for {experiment_name!r}; expected "
+                         f"{experiment.methods}")
+    seeds = list(experiment.protocol.seeds if seeds is None else seeds)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = [(method, seed) for method in methods for seed in seeds]
+    keep = seeds[0]
+    records = []
+    bar = tqdm(total=len(tasks), disable=not progress, desc=f"reproduce {experiment_name}")
+    if jobs == 1:
+        for method, seed in tasks:
+            bar.set_postfix(method=method, seed=seed)
+            records.append(run_one(experiment_name, method, seed, num_steps,
+                                   keep_predictions=seed == keep))
+            bar.update()
+    else:
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(run_one, experiment_name, method, seed, num_steps, threads,
+                                   seed == keep) for method, seed in tasks]
+            for f in as_completed(futures):
+                records.append(f.result())
+                bar.update()
+    bar.close()
+    order = {(m, s): i for i, (m, s) in enumerate(tasks)}
+    records.sort(key=lambda r: order[(r["method"], r["seed"])])
+    predictions = {r["method"]: r.pop("predictions") for r in records if "predictions" in r}
+    path = out / "results.json"
+    previous = []
+    if path.exists():
+        previous = [r for r in json.loads(path.read_text())
+                    if not (r["experiment"] == experiment_name and r["method"] in methods)]
+    path.write_text(json.dumps(previous + records, indent=1, default=_json_default))
+    if figures and predictions:
+        from .plots import experiment_figure
+        experiment_figure(experiment, experiment.dataset(), predictions,
+                          out / f"{experiment_name}.png", seed=keep)
+    return records
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

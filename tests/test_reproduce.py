@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from pyro_pidkl.bench import time_case
+from pyro_pidkl.cli import main
+from pyro_pidkl.reproduce import format_table, markdown_table, reproduce, summarize
+
+KEYS = {"experiment", "method", "seed", "rmse", "nrmse", "test_lpd", "coverage95",
+        "fit_seconds", "hyper"}
+
+
+def test_reproduce_writes_records_table_and_figure(tmp_path):
+    records = reproduce("ode", ["pidkl", "dkl"], [0, 1], num_steps=4, out=tmp_path,
+                        progress=False)
+    assert [(r["method"], r["seed"]) for r in records] == [("pidkl", 0), ("pidkl", 1),
+                                                           ("dkl", 0), ("dkl", 1)]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert len(saved) == 4 and all(KEYS <= set(r) for r in saved)
+    hyper = saved[0]["hyper"]
+    assert hyper["gamma"] in (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10) and hyper["m"] == 10
+    assert hyper["initial"] == {"B": 0.5, "D": 0.5} and set(hyper["learned"]) == {"B", "D"}
+    assert len(hyper["cv_rmse"]) == 8 and hyper["steps"] == 4
+    assert (tmp_path / "ode.png").stat().st_size > 10_000
+    table = format_table(saved)
+    assert "pidkl" in table and "gamma chosen" in table
+    rows = summarize(saved)
+    assert {r["method"]: r["seeds"] for r in rows} == {"pidkl": 2, "dkl": 2}
+    # a second experiment in the same folder keeps the first one's records
+    reproduce("diffusion", ["skl"], [0], num_steps=3, out=tmp_path, progress=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert {r["experiment"] for r in saved} == {"ode", "diffusion"} and len(saved) == 5
+    assert (tmp_path / "diffusion.png").exists()
+    assert markdown_table(saved).count("\n") == 1 + 3
+
+
+def test_reproduce_rejects_unknown_names(tmp_path):
+    with pytest.raises(ValueError, match="Unknown experiment"):
+        reproduce("heat", out=tmp_path)
+    with pytest.raises(ValueError, match="Unknown method"):
+        reproduce("ode", ["lfm"], out=tmp_path)
+
+
+def test_cli_reproduce_and_table(tmp_path, capsys):
+    assert main(["reproduce", "ode", "--methods", "skl", "--seeds", "0-1", "--steps", "3",
+                 "--out", str(tmp_path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "skl" in out and "results.json" in out
+    assert main(["table", str(tmp_path / "results.json")]) == 0
+    assert "| ode | skl | 2 |" in capsys.readouterr().out
+
+
+def test_benchmark_case_reports_both_steps():
+    row = time_case(60, 5, repeats=1)
+    assert row["N"] == 60 and row["m"] == 5
+    assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
+    assert row["ratio"] == pytest.approx(row["pidkl_step_s"] / row["dkl_step_s"])
+    assert row["peak_rss_mib"] > 0
