@@ -9,6 +9,7 @@
 
 import argparse
 import json
+import os
 import sys
 
 import pyro
@@ -130,7 +131,8 @@ def main(argv=None):
     r.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default 0-4)")
     r.add_argument("--steps", type=int, default=None, help="steps per fit (default: protocol)")
     r.add_argument("--out", default="runs", help="output folder (default runs/)")
-    r.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    r.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="processes (default: 2, or 1 on a single core)")
     r.add_argument("--threads", type=int, default=0, help="torch threads when --jobs 1")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     t = sub.add_parser("table", help="markdown table from a results.json")

@@ -69,13 +69,13 @@ EXPERIMENTS = {
         "ode", datasets.first_order_ode,
         lambda: physics.first_order_ode(B=0.5, D=0.5), {"B": 0.5, "D": 0.5},
         domain={"t": (0.0, 1.0)},
-        protocol=Protocol(cv="holdout", cv_column="t"),
+        protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.2, cv_steps=500),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
     "diffusion": Experiment(
         "diffusion", datasets.diffusion_1d,
         lambda: physics.heat_1d(alpha=1.0), {"alpha": 1.0},
         domain={"x": (0.0, 2.0), "t": (0.01, 1.01)},
-        protocol=Protocol(cv="kfold"),
+        protocol=Protocol(cv="kfold", cv_folds=3, cv_steps=500),
         description="1dDiffusion: f_t = alpha f_xx; train on the slice t = 0.5, "
                     "test on the other 100 times"),
 }
