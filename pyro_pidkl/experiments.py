@@ -69,7 +69,7 @@ EXPERIMENTS = {
         "ode", datasets.first_order_ode,
         lambda: physics.first_order_ode(B=0.5, D=0.5), {"B": 0.5, "D": 0.5},
         domain={"t": (0.0, 1.0)},
-        protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.2, cv_steps=500),
+        protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.5, cv_steps=500),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
     "diffusion": Experiment(
         "diffusion", datasets.diffusion_1d,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["bands_1d", "experiment_figure", "maps_2d"]
+__all__ = ["bands_1d", "calibration", "comparison", "experiment_figure", "maps_2d"]
 
 
 def _pyplot():
@@ -87,3 +87,54 @@ def experiment_figure(experiment, data, predictions, path, seed=0):
     if data.X_test.shape[1] == 2:
         return maps_2d(data, predictions, path, title)
     return None
+
+
+def calibration(scores, pits, path, title=""):
+    """Nominal vs empirical central-interval coverage per method, and PIT histograms.
+
+    :param scores: ``{method: predictive_scores(...)}``.
+    :param pits: ``{method: PIT values}``.
+    """
+    plt = _pyplot()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3.6))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="calibrated")
+    for i, (method, s) in enumerate(scores.items()):
+        levels = sorted(s["coverage"])
+        ax.plot(levels, [s["coverage"][lv] for lv in levels], "o-", color=f"C{i}",
+                label=method.upper())
+        bx.hist(pits[method], bins=20, range=(0, 1), density=True, histtype="step",
+                color=f"C{i}", lw=1.5, label=f"{method.upper()} (KS p={s['pit_ks_pvalue']:.2g})")
+    bx.axhline(1.0, color="k", ls="--", lw=1)
+    ax.set_xlabel("nominal coverage of the central interval")
+    ax.set_ylabel("empirical coverage (test)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    bx.set_xlabel("PIT value")
+    bx.set_ylabel("density")
+    bx.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def comparison(summary_rows, path, title=""):
+    """Bars of median RMSE and median test log predictive density per method (spread as
+    error bars, min to max over seeds)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    names = [r["method"].upper() for r in summary_rows]
+    for ax, key, label in zip(axes, ("rmse", "test_lpd"), ("test RMSE", "test log density")):
+        med = np.array([r[key][0] for r in summary_rows])
+        lo = med - np.array([r[key][1] for r in summary_rows])
+        hi = np.array([r[key][2] for r in summary_rows]) - med
+        ax.bar(names, med, yerr=[lo, hi], color=[f"C{i}" for i in range(len(names))],
+               capsize=4)
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

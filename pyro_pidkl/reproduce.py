@@ -138,7 +138,7 @@ def markdown_table(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
-                     f"{cell('rmse', '.3f')} | {cell('nrmse', '.3f')} | "
+                     f"{cell('rmse', '.4f')} | {cell('nrmse', '.3f')} | "
                      f"{cell('test_lpd', '.2f')} | {cell('coverage95', '.2f')} | "
                      f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
     return "\n".join(lines)

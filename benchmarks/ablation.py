@@ -1,0 +1,105 @@
+"""Ablation of PI-DKL settings at a FIXED gamma (no selection): median over seeds.
+
+These are diagnostics of what limits accuracy and calibration, computed on the test set;
+they are not used to choose the settings of ``pidkl reproduce`` (which are the paper's
+architecture with gamma chosen by cross-validation on training data).
+
+    python benchmarks/ablation.py diffusion '{"gamma": 1.0, "skip_inputs": true}'
+    python benchmarks/ablation.py ode '{"gamma": 1.0, "m": 30}' --seeds 0-4
+    python benchmarks/ablation.py all --jobs 2 > runs/ablation.jsonl   # the README's table
+
+Keys: any PIDKL option (gamma, m, eps, skip_inputs, noise_floor, ...), plus ``method``
+(pidkl, dkl, skl), ``fixed`` (equation parameter fixed at the truth), ``steps``, ``lr``,
+``particles``, ``lr_final``.
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+import pyro
+import torch
+
+import pyro_pidkl as pk
+from pyro_pidkl.cli import _parse_seeds
+
+
+TABLE = [("diffusion", c) for c in (
+    {"gamma": 1.0}, {"gamma": 1.0, "eps": "point"}, {"gamma": 1.0, "eps": "mean"},
+    {"gamma": 1.0, "skip_inputs": True}, {"gamma": 1.0, "m": 100},
+    {"gamma": 1.0, "skip_inputs": True, "m": 100},
+    {"gamma": 1.0, "skip_inputs": True, "fixed": True}, {"method": "dkl", "skip_inputs": True},
+)] + [("ode", c) for c in (
+    {"gamma": 1.0}, {"gamma": 1.0, "eps": "point"}, {"gamma": 1.0, "eps": "mean"},
+    {"gamma": 1.0, "skip_inputs": True}, {"gamma": 1.0, "m": 30},
+    {"gamma": 1.0, "particles": 4}, {"gamma": 1.0, "fixed": True},
+)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("task", choices=["ode", "diffusion", "all"])
+    p.add_argument("config", nargs="?", default="{}", help="JSON object of settings")
+    p.add_argument("--seeds", default="0-4")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=2, help="processes for 'all'")
+    a = p.parse_args()
+    if a.task == "all":
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(a.jobs) as pool:
+            futures = [pool.submit(run, task, dict(cfg), a.seeds, a.threads) for task, cfg in TABLE]
+            for f in futures:
+                print(json.dumps(f.result()), flush=True)
+        return
+    print(json.dumps(run(a.task, json.loads(a.config), a.seeds, a.threads)))
+
+
+def run(task, cfg, seeds, threads):
+    """Fit one configuration over the seeds; a dict of medians and per-seed values."""
+    torch.set_num_threads(threads)
+    label = json.dumps(cfg)
+    steps, lr = cfg.pop("steps", 1000), cfg.pop("lr", 0.01)
+    particles, lr_final = cfg.pop("particles", 1), cfg.pop("lr_final", None)
+    method, fixed = cfg.pop("method", "pidkl"), cfg.pop("fixed", False)
+    if task == "ode":
+        data = pk.datasets.first_order_ode()
+        truth = pk.Parameter(1.0, fixed=True)
+        make_eq = lambda: pk.physics.first_order_ode(B=truth if fixed else 0.5,   # noqa: E731
+                                                     D=truth if fixed else 0.5)
+        domain = pk.Box(t=(0.0, 1.0))
+    else:
+        data = pk.datasets.diffusion_1d()
+        make_eq = lambda: pk.physics.heat_1d(   # noqa: E731
+            alpha=pk.Parameter(0.1, fixed=True) if fixed else 1.0)
+        domain = pk.Box(x=(0.0, 2.0), t=(0.01, 1.01))
+    rows = []
+    for seed in _parse_seeds(seeds):
+        pyro.set_rng_seed(seed)
+        if method == "pidkl":
+            model = pk.PIDKL(data.X_train, data.y_train, make_eq(), input_names=data.input_names,
+                             domain=domain, **cfg)
+        else:
+            model = getattr(pk, method.upper())(data.X_train, data.y_train,
+                                                input_names=data.input_names, **cfg)
+        start = time.perf_counter()
+        pk.fit(model, num_steps=steps, lr=lr, num_particles=particles, lr_final=lr_final,
+               progress=False)
+        mean, _ = model(data.X_test)
+        _, var_y = model(data.X_test, noiseless=False)
+        learned = list(model.equation_parameters().values())[0] if method == "pidkl" else np.nan
+        rows.append([pk.rmse(mean, data.y_test), pk.coverage(mean, var_y, data.y_test),
+                     pk.test_log_predictive_density(mean, var_y, data.y_test),
+                     time.perf_counter() - start, learned])
+    r = np.array(rows)
+    med = np.median(r, axis=0)
+    return {"task": task, "config": label, "seeds": seeds,
+            "median_rmse": med[0], "median_coverage95": med[1],
+            "median_test_lpd": med[2], "median_fit_seconds": med[3],
+            "median_first_parameter": med[4],
+            "rmse": r[:, 0].round(4).tolist(), "coverage95": r[:, 1].round(3).tolist(),
+            "first_parameter": r[:, 4].round(3).tolist()}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import pyro_pidkl as pk
+from pyro_pidkl import diagnostics as dg
+from pyro_pidkl import plots
+
+
+def _fitted(n=30, seed=0):
+    t = np.linspace(0, 1, n)[:, None]
+    y = np.sin(6 * t[:, 0]) + 0.1 * np.random.default_rng(seed).standard_normal(n)
+    model = pk.SKL(t, y, input_names=("t",))
+    pk.fit(model, 150, lr=0.05, progress=False)
+    return model
+
+
+def test_datatree_has_the_expected_groups_dims_and_shapes():
+    model = _fitted()
+    Xt = np.linspace(0, 1, 17)[:, None]
+    tree = dg.to_datatree(model, Xt, np.sin(6 * Xt[:, 0]), num_samples=50)
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data"} <= set(
+        tree.children)
+    pp = tree["posterior_predictive"]
+    assert pp["y"].shape == (1, 50, 17) and pp["f"].dims == ("chain", "draw", "test")
+    assert tree["posterior"]["f_train"].shape == (1, 50, 30)
+    assert tree["log_likelihood"]["y_train"].dims == ("chain", "draw", "train")
+    np.testing.assert_allclose(pp["t"].values, Xt[:, 0])
+    np.testing.assert_allclose(tree["observed_data"]["t_train"].values, np.linspace(0, 1, 30))
+    with pytest.raises(ValueError, match=r"y_test to have shape \(17,\)"):
+        dg.to_datatree(model, Xt, np.zeros(3))
+
+
+def test_pidkl_datatree_carries_the_equation_parameters():
+    t = np.linspace(0, 1, 12)[:, None]
+    model = pk.PIDKL(t, np.exp(-t[:, 0]), pk.physics.first_order_ode(B=0.7), m=5)
+    tree = dg.to_datatree(model, t, num_samples=10)
+    assert float(tree["posterior"]["B"].values.mean()) == pytest.approx(0.7)
+    assert "y" not in tree["observed_data"]
+
+
+def test_psis_loo_agrees_with_the_exact_gp_loo():
+    model = _fitted()
+    tree = dg.to_datatree(model, np.zeros((1, 1)), num_samples=2000, seed=1)
+    res = dg.loo(tree)
+    _, _, exact = dg.exact_loo(model)
+    assert abs(res.elpd - exact) < 1.0
+
+
+def test_exact_loo_matches_refitting_without_each_point():
+    model = _fitted(12)
+    mean, var, _ = dg.exact_loo(model)
+    st = model.standardizer
+    for i in (0, 5, 11):
+        keep = np.arange(12) != i
+        K = (model.kernel(model.X_s).detach() + model.noise.detach() * torch.eye(12)).numpy()
+        Kk = K[np.ix_(keep, keep)]
+        ks = K[i, keep]
+        mu = ks @ np.linalg.solve(Kk, model.y_s.numpy()[keep])
+        v = K[i, i] - ks @ np.linalg.solve(Kk, ks)
+        assert float(mean[i]) == pytest.approx(float(st.f_to_user(torch.tensor(mu))), rel=1e-8)
+        assert float(var[i]) == pytest.approx(float(st.var_to_user(torch.tensor(v))), rel=1e-8)
+
+
+def test_test_log_density_of_a_known_gaussian_is_the_closed_form():
+    y = np.array([0.3, -1.2, 2.0])
+    s = dg.predictive_scores(np.zeros(3), np.full(3, 4.0), y)
+    expected = np.mean(stats.norm(0, 2).logpdf(y))
+    assert s["test_lpd"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_coverage_of_draws_from_the_true_model_is_nominal():
+    rng = np.random.default_rng(0)
+    n = 20000
+    mean, sd = rng.normal(size=n), rng.uniform(0.5, 2.0, n)
+    y = mean + sd * rng.normal(size=n)
+    s = dg.predictive_scores(mean, sd ** 2, y)
+    for level, cov in s["coverage"].items():
+        assert abs(cov - level) < 4 * math.sqrt(level * (1 - level) / n)
+    assert s["pit_ks_pvalue"] > 1e-3
+
+
+def test_pit_detects_a_miscalibrated_model():
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=2000)
+    over = dg.predictive_scores(np.zeros(2000), np.full(2000, 0.25), y)   # sd too small
+    under = dg.predictive_scores(np.zeros(2000), np.full(2000, 4.0), y)   # sd too large
+    assert over["pit_ks_pvalue"] < 1e-6 and under["pit_ks_pvalue"] < 1e-6
+    assert over["coverage"][0.95] < 0.8 and under["coverage"][0.5] > 0.8
+
+
+def test_calibration_and_comparison_plots(tmp_path):
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=300)
+    scores = {"a": dg.predictive_scores(np.zeros(300), np.ones(300), y),
+              "b": dg.predictive_scores(np.zeros(300), np.full(300, 0.3), y)}
+    pits = {"a": dg.pit(0, 1, y), "b": dg.pit(0, 0.3, y)}
+    assert plots.calibration(scores, pits, tmp_path / "c.png").stat().st_size > 5000
+    rows = [{"method": "a", "rmse": (1, 0.9, 1.1), "test_lpd": (-1, -1.2, -0.9)}]
+    assert plots.comparison(rows, tmp_path / "d.png").stat().st_size > 5000
