@@ -92,10 +92,13 @@ def _reproduce_command(args):
 def _table_command(args):
     from pathlib import Path
 
-    from .reproduce import markdown_table
+    from .reproduce import calibration_markdown, markdown_table
 
     records = json.loads(Path(args.results).read_text())
     print(markdown_table(records))
+    if any("coverage" in r for r in records):
+        print()
+        print(calibration_markdown(records))
     return 0
 
 

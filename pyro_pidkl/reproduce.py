@@ -14,12 +14,14 @@ import numpy as np
 import pyro
 import torch
 
+from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
 from .experiments import EXPERIMENTS, build_model
 from .infer import fit
 from .metrics import coverage, nrmse, rmse, test_log_predictive_density
 from .selection import cross_validate, holdout_split, kfold_splits
 
-__all__ = ["format_table", "markdown_table", "reproduce", "run_one", "summarize"]
+__all__ = ["calibration_markdown", "format_table", "markdown_table", "reproduce", "run_one",
+           "summarize"]
 
 
 def _build_for_cv(X, y, experiment_name, input_names, **config):
@@ -54,7 +56,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     cv_seconds = 0.0
     if method == "pidkl":
         start = time.perf_counter()
-        cv_steps = p.cv_steps or steps
+        cv_steps = min(p.cv_steps or steps, steps)
         build = functools.partial(_build_for_cv, experiment_name=experiment_name,
                                   input_names=data.input_names)
         cv = cross_validate(build, data.X_train, data.y_train, p.grid,
@@ -71,11 +73,16 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     result = fit(model, progress=False, **fit_kwargs)
     mean, var_f = model(data.X_test)
     _, var_y = model(data.X_test, noiseless=False)
+    scores = predictive_scores(mean, var_y, data.y_test)
+    loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
     record = {"experiment": experiment_name, "method": method, "seed": seed,
               "rmse": rmse(mean, data.y_test), "nrmse": nrmse(mean, data.y_test),
               "test_lpd": test_log_predictive_density(mean, var_y, data.y_test),
               "coverage95": coverage(mean, var_y, data.y_test, 0.95),
-              "fit_seconds": result.seconds, "hyper": hyper}
+              "fit_seconds": result.seconds, "hyper": hyper,
+              "coverage": {str(k): v for k, v in scores["coverage"].items()},
+              "pit_ks_pvalue": scores["pit_ks_pvalue"],
+              "loo_elpd": float(loo_result.elpd), "loo_elpd_exact": exact_loo(model)[2]}
     hyper["noise_variance"] = model.noise_variance()
     hyper["final_loss"] = result.final_loss
     if method == "pidkl":
@@ -95,9 +102,12 @@ def summarize(records):
     rows = []
     for (exp, method), rs in out.items():
         row = {"experiment": exp, "method": method, "seeds": len(rs)}
-        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds"):
-            v = np.array([r[key] for r in rs], dtype=float)
+        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds", "loo_elpd"):
+            v = np.array([r.get(key, np.nan) for r in rs], dtype=float)
             row[key] = (float(np.median(v)), float(v.min()), float(v.max()))
+        for level in ("0.5", "0.8", "0.9"):
+            v = [r["coverage"][level] for r in rs if "coverage" in r]
+            row[f"coverage{level}"] = float(np.median(v)) if v else float("nan")
         if method == "pidkl":
             row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
             learned = {}
@@ -124,6 +134,25 @@ def format_table(records):
         if "learned" in row:
             lines.append(f"{'':<10} {'':<7}     gamma chosen {row['gamma']}; learned (median) "
                          + ", ".join(f"{k}={v:.4g}" for k, v in row["learned"].items()))
+    return "\n".join(lines)
+
+
+def calibration_markdown(records):
+    """Median empirical coverage of the central 50/80/90/95% intervals, PIT uniformity and
+    PSIS-LOO on the training data, per method."""
+    lines = ["| experiment | method | cov 50% | cov 80% | cov 90% | cov 95% | "
+             "PIT KS p (median) | PSIS-LOO elpd (train) |", "|" + "---|" * 8]
+    groups = {}
+    for r in records:
+        groups.setdefault((r["experiment"], r["method"]), []).append(r)
+    for (exp, method), rs in groups.items():
+        if not all("coverage" in r for r in rs):
+            continue
+        cov = {lv: np.median([r["coverage"][lv] for r in rs]) for lv in ("0.5", "0.8", "0.9", "0.95")}
+        ks = np.median([r["pit_ks_pvalue"] for r in rs])
+        elpd = np.median([r["loo_elpd"] for r in rs])
+        lines.append(f"| {exp} | {method} | {cov['0.5']:.2f} | {cov['0.8']:.2f} | "
+                     f"{cov['0.9']:.2f} | {cov['0.95']:.2f} | {ks:.2g} | {elpd:.1f} |")
     return "\n".join(lines)
 
 
@@ -194,9 +223,17 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
                     if not (r["experiment"] == experiment_name and r["method"] in methods)]
     path.write_text(json.dumps(previous + records, indent=1, default=_json_default))
     if figures and predictions:
-        from .plots import experiment_figure
-        experiment_figure(experiment, experiment.dataset(), predictions,
-                          out / f"{experiment_name}.png", seed=keep)
+        from .plots import calibration, comparison, experiment_figure
+        data = experiment.dataset()
+        experiment_figure(experiment, data, predictions, out / f"{experiment_name}.png",
+                          seed=keep)
+        scores = {m: predictive_scores(p["mean"], p["var_y"], data.y_test)
+                  for m, p in predictions.items()}
+        pits = {m: pit(p["mean"], p["var_y"], data.y_test) for m, p in predictions.items()}
+        calibration(scores, pits, out / f"{experiment_name}_calibration.png",
+                    f"{experiment.description}: calibration on the test set (seed {keep})")
+        comparison(summarize(records), out / f"{experiment_name}_comparison.png",
+                   f"{experiment.description}: median and range over seeds {seeds}")
     return records
 
 

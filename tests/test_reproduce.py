@@ -22,6 +22,10 @@ def test_reproduce_writes_records_table_and_figure(tmp_path):
     assert hyper["initial"] == {"B": 0.5, "D": 0.5} and set(hyper["learned"]) == {"B", "D"}
     assert len(hyper["cv_rmse"]) == 8 and hyper["steps"] == 4
     assert (tmp_path / "ode.png").stat().st_size > 10_000
+    assert (tmp_path / "ode_calibration.png").exists() and (tmp_path / "ode_comparison.png").exists()
+    assert set(saved[0]["coverage"]) == {"0.5", "0.8", "0.9", "0.95"}
+    assert saved[0]["coverage"]["0.95"] == saved[0]["coverage95"]
+    assert abs(saved[2]["loo_elpd"] - saved[2]["loo_elpd_exact"]) < 5.0
     table = format_table(saved)
     assert "pidkl" in table and "gamma chosen" in table
     rows = summarize(saved)
@@ -47,7 +51,8 @@ def test_cli_reproduce_and_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "skl" in out and "results.json" in out
     assert main(["table", str(tmp_path / "results.json")]) == 0
-    assert "| ode | skl | 2 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| ode | skl | 2 |" in out and "PSIS-LOO" in out
 
 
 def test_benchmark_case_reports_both_steps():
