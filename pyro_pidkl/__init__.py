@@ -1,6 +1,6 @@
 """Physics Informed Deep Kernel Learning (PI-DKL) as Pyro model code."""
 
-from . import baselines, datasets, physics
+from . import baselines, datasets, diagnostics, physics, plots
 from .domain import Box, Gaussian
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
@@ -34,11 +34,13 @@ __all__ = sorted([
     "coverage",
     "cross_validate",
     "datasets",
+    "diagnostics",
     "fit",
     "holdout_split",
     "kfold_splits",
     "nrmse",
     "physics",
+    "plots",
     "rmse",
     "test_log_predictive_density",
 ])
