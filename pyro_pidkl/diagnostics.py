@@ -23,7 +23,7 @@ from scipy import stats
 
 from .metrics import coverage, nrmse, rmse, test_log_predictive_density
 
-__all__ = ["LEVELS", "exact_loo", "loo", "pit", "predictive_scores", "to_datatree"]
+__all__ = ["LEVELS", "compare", "exact_loo", "loo", "pit", "predictive_scores", "to_datatree"]
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 
@@ -142,3 +142,17 @@ def exact_loo(model):
         y = model.y
         elpd = float((-0.5 * (y - mean) ** 2 / var - 0.5 * torch.log(2 * math.pi * var)).sum())
     return mean, var, elpd
+
+
+def compare(models):
+    """Rank models by PSIS-LOO on their training data (``arviz_stats.compare``).
+
+    :param dict models: ``{name: DataTree from to_datatree, or ELPDData from loo}``. The
+        trees are reduced to ``ELPDData`` first, which ``compare`` takes in arviz-stats 0.8
+        and in ArviZ 1.x alike.
+    :returns: a ``pandas.DataFrame`` (rank, elpd, weights, ...).
+    """
+    from arviz_stats import compare as az_compare
+
+    elpd = {name: (loo(m) if hasattr(m, "children") else m) for name, m in models.items()}
+    return az_compare(elpd)

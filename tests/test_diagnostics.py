@@ -101,3 +101,16 @@ def test_calibration_and_comparison_plots(tmp_path):
     assert plots.calibration(scores, pits, tmp_path / "c.png").stat().st_size > 5000
     rows = [{"method": "a", "rmse": (1, 0.9, 1.1), "test_lpd": (-1, -1.2, -0.9)}]
     assert plots.comparison(rows, tmp_path / "d.png").stat().st_size > 5000
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")  # the unfitted model
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_compare_ranks_a_good_fit_above_a_bad_one():
+    good = _fitted()
+    t = good.X.numpy()
+    bad = pk.SKL(t, good.y.numpy(), input_names=("t",))   # unfitted: lengthscale 1
+    trees = {name: dg.to_datatree(m, t[:2], num_samples=400) for name, m in
+             (("good", good), ("bad", bad))}
+    table = dg.compare(trees)
+    assert list(table.index) == ["good", "bad"]
