@@ -77,9 +77,11 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     X_train = model.X
     mean_tr, cov_tr = model(X_train, full_cov=True)
     n = mean_tr.shape[0]
-    jitter = 1e-10 * float(cov_tr.diagonal().mean()) + 1e-300
-    L = torch.linalg.cholesky(cov_tr + jitter * torch.eye(n, dtype=dtype) * 10)
-    f_train = mean_tr + torch.randn((num_samples, n), generator=gen, dtype=dtype) @ L.T
+    # the posterior covariance at closely spaced, nearly noise-free training points is
+    # numerically singular: factor it by eigh with the (round-off) negative part clipped
+    evals, evecs = torch.linalg.eigh(0.5 * (cov_tr + cov_tr.T))
+    root = evecs * evals.clamp(min=0).sqrt()
+    f_train = mean_tr + torch.randn((num_samples, n), generator=gen, dtype=dtype) @ root.T
     loglik = (-0.5 * (model.y - f_train) ** 2 / noise - 0.5 * math.log(2 * math.pi * noise))
     data = {
         "posterior": {"f_train": _numpy(f_train)[None]},

@@ -114,3 +114,15 @@ def test_compare_ranks_a_good_fit_above_a_bad_one():
              (("good", good), ("bad", bad))}
     table = dg.compare(trees)
     assert list(table.index) == ["good", "bad"]
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+def test_datatree_of_dense_noise_free_training_data():
+    """100 points 0.001 apart with a floor-level noise: the posterior covariance of f at the
+    training inputs is numerically singular; drawing from it must still work."""
+    data = pk.datasets.first_order_ode()
+    model = pk.DKL(data.X_train, data.y_train, input_names=("t",))
+    pk.fit(model, 100, lr=0.01, progress=False)
+    tree = dg.to_datatree(model, data.X_test[:3], num_samples=300)
+    assert np.isfinite(tree["posterior"]["f_train"].values).all()
+    assert abs(dg.loo(tree).elpd - dg.exact_loo(model)[2]) < 5.0
