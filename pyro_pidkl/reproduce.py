@@ -7,6 +7,7 @@ import math
 import multiprocessing
 import os
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
@@ -74,7 +75,9 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     mean, var_f = model(data.X_test)
     _, var_y = model(data.X_test, noiseless=False)
     scores = predictive_scores(mean, var_y, data.y_test)
-    loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
+    with warnings.catch_warnings():  # high Pareto k is recorded below, not printed
+        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
+        loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
     record = {"experiment": experiment_name, "method": method, "seed": seed,
               "rmse": rmse(mean, data.y_test), "nrmse": nrmse(mean, data.y_test),
               "test_lpd": test_log_predictive_density(mean, var_y, data.y_test),
@@ -82,7 +85,8 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
               "fit_seconds": result.seconds, "hyper": hyper,
               "coverage": {str(k): v for k, v in scores["coverage"].items()},
               "pit_ks_pvalue": scores["pit_ks_pvalue"],
-              "loo_elpd": float(loo_result.elpd), "loo_elpd_exact": exact_loo(model)[2]}
+              "loo_elpd": float(loo_result.elpd), "loo_elpd_exact": exact_loo(model)[2],
+              "loo_high_pareto_k": int((np.asarray(loo_result.pareto_k) > 0.7).sum())}
     hyper["noise_variance"] = model.noise_variance()
     hyper["final_loss"] = result.final_loss
     if method == "pidkl":
