@@ -18,7 +18,7 @@ import torch
 from . import __version__
 from .experiments import EXPERIMENTS, build_model
 from .infer import fit
-from .metrics import coverage, nrmse, rmse, test_log_predictive_density
+from .diagnostics import predictive_scores
 
 __all__ = ["main"]
 
@@ -38,13 +38,11 @@ def _fit_command(args):
                             data.input_names, gamma=args.gamma, m=args.m)
         result = fit(model, num_steps=steps, lr=lr, num_particles=args.particles,
                      progress=not args.quiet)
-        mean, var_f = model(data.X_test)
-        _, var_y = model(data.X_test, noiseless=False)
+        mean, var_y = model(data.X_test, noiseless=False)
+        scores = predictive_scores(mean, var_y, data.y_test)
         row = {"experiment": experiment.name, "method": method, "seed": args.seed,
-               "steps": steps, "lr": lr,
-               "rmse": rmse(mean, data.y_test), "nrmse": nrmse(mean, data.y_test),
-               "test_lpd": test_log_predictive_density(mean, var_y, data.y_test),
-               "coverage95": coverage(mean, var_y, data.y_test, 0.95),
+               "steps": steps, "lr": lr, "rmse": scores["rmse"], "nrmse": scores["nrmse"],
+               "test_lpd": scores["test_lpd"], "coverage95": scores["coverage"][0.95],
                "fit_seconds": result.seconds, "final_loss": result.final_loss}
         if method == "pidkl":
             row.update(gamma=model.gamma, m=model.m, initial=experiment.initial,
