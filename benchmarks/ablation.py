@@ -23,6 +23,10 @@ import torch
 
 import pyro_pidkl as pk
 from pyro_pidkl.cli import _parse_seeds
+from pyro_pidkl.diagnostics import predictive_scores
+from pyro_pidkl.experiments import EXPERIMENTS
+
+EQUATIONS = {"ode": pk.physics.first_order_ode, "diffusion": pk.physics.heat_1d}
 
 
 TABLE = [("diffusion", c) for c in (
@@ -62,17 +66,14 @@ def run(task, cfg, seeds, threads):
     steps, lr = cfg.pop("steps", 1000), cfg.pop("lr", 0.01)
     particles, lr_final = cfg.pop("particles", 1), cfg.pop("lr_final", None)
     method, fixed = cfg.pop("method", "pidkl"), cfg.pop("fixed", False)
-    if task == "ode":
-        data = pk.datasets.first_order_ode()
-        truth = pk.Parameter(1.0, fixed=True)
-        make_eq = lambda: pk.physics.first_order_ode(B=truth if fixed else 0.5,   # noqa: E731
-                                                     D=truth if fixed else 0.5)
-        domain = pk.Box(t=(0.0, 1.0))
+    experiment = EXPERIMENTS[task]
+    data = experiment.dataset()
+    domain = pk.Box(experiment.domain)
+    if fixed:   # the experiment's equation with every parameter fixed at the truth
+        known = {k: pk.Parameter(v, fixed=True) for k, v in data.truth.items()}
+        make_eq = lambda: EQUATIONS[task](**known)   # noqa: E731
     else:
-        data = pk.datasets.diffusion_1d()
-        make_eq = lambda: pk.physics.heat_1d(   # noqa: E731
-            alpha=pk.Parameter(0.1, fixed=True) if fixed else 1.0)
-        domain = pk.Box(x=(0.0, 2.0), t=(0.01, 1.01))
+        make_eq = experiment.equation
     rows = []
     for seed in _parse_seeds(seeds):
         pyro.set_rng_seed(seed)
@@ -85,11 +86,10 @@ def run(task, cfg, seeds, threads):
         start = time.perf_counter()
         pk.fit(model, num_steps=steps, lr=lr, num_particles=particles, lr_final=lr_final,
                progress=False)
-        mean, _ = model(data.X_test)
-        _, var_y = model(data.X_test, noiseless=False)
+        mean, var_y = model(data.X_test, noiseless=False)
+        s = predictive_scores(mean, var_y, data.y_test)
         learned = list(model.equation_parameters().values())[0] if method == "pidkl" else np.nan
-        rows.append([pk.rmse(mean, data.y_test), pk.coverage(mean, var_y, data.y_test),
-                     pk.test_log_predictive_density(mean, var_y, data.y_test),
+        rows.append([s["rmse"], s["coverage"][0.95], s["test_lpd"],
                      time.perf_counter() - start, learned])
     r = np.array(rows)
     med = np.median(r, axis=0)

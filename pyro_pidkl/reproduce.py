@@ -95,20 +95,26 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     return record
 
 
+LEVELS = ("0.5", "0.8", "0.9", "0.95")
+
+
 def summarize(records):
-    """Median and (min, max) over seeds per (experiment, method)."""
+    """Per (experiment, method): median and (min, max) over seeds of the scores, and the
+    median coverage at each level, PIT KS p-value and PSIS-LOO elpd where recorded."""
     out = {}
     for r in records:
         out.setdefault((r["experiment"], r["method"]), []).append(r)
     rows = []
     for (exp, method), rs in out.items():
         row = {"experiment": exp, "method": method, "seeds": len(rs)}
-        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds", "loo_elpd"):
-            v = np.array([r.get(key, np.nan) for r in rs], dtype=float)
+        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds"):
+            v = np.array([r[key] for r in rs], dtype=float)
             row[key] = (float(np.median(v)), float(v.min()), float(v.max()))
-        for level in ("0.5", "0.8", "0.9"):
-            v = [r["coverage"][level] for r in rs if "coverage" in r]
-            row[f"coverage{level}"] = float(np.median(v)) if v else float("nan")
+        if all("coverage" in r for r in rs):
+            row["coverage"] = {lv: float(np.median([r["coverage"][lv] for r in rs]))
+                               for lv in LEVELS}
+            row["pit_ks_pvalue"] = float(np.median([r["pit_ks_pvalue"] for r in rs]))
+            row["loo_elpd"] = float(np.median([r["loo_elpd"] for r in rs]))
         if method == "pidkl":
             row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
             learned = {}
@@ -120,17 +126,21 @@ def summarize(records):
     return rows
 
 
+def _cell(row, key, fmt):
+    """``median [min, max]`` of a summarised score."""
+    med, lo, hi = row[key]
+    return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
 def format_table(records):
     """A plain-text table: median [min, max] over seeds."""
     lines = [f"{'experiment':<10} {'method':<7} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
              f"{'test LPD':>24}  {'cov95':>19}  {'fit s':>6}"]
     for row in summarize(records):
-        def cell(key, fmt):
-            med, lo, hi = row[key]
-            return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
         lines.append(f"{row['experiment']:<10} {row['method']:<7} {row['seeds']:>2}  "
-                     f"{cell('rmse', '.4f'):>22}  {cell('nrmse', '.4f'):>22}  "
-                     f"{cell('test_lpd', '.2f'):>24}  {cell('coverage95', '.2f'):>19}  "
+                     f"{_cell(row, 'rmse', '.4f'):>22}  {_cell(row, 'nrmse', '.4f'):>22}  "
+                     f"{_cell(row, 'test_lpd', '.2f'):>24}  "
+                     f"{_cell(row, 'coverage95', '.2f'):>19}  "
                      f"{row['fit_seconds'][0]:6.1f}")
         if "learned" in row:
             lines.append(f"{'':<10} {'':<7}     gamma chosen {row['gamma']}; learned (median) "
@@ -143,17 +153,13 @@ def calibration_markdown(records):
     PSIS-LOO on the training data, per method."""
     lines = ["| experiment | method | cov 50% | cov 80% | cov 90% | cov 95% | "
              "PIT KS p (median) | PSIS-LOO elpd (train) |", "|" + "---|" * 8]
-    groups = {}
-    for r in records:
-        groups.setdefault((r["experiment"], r["method"]), []).append(r)
-    for (exp, method), rs in groups.items():
-        if not all("coverage" in r for r in rs):
+    for row in summarize(records):
+        if "coverage" not in row:
             continue
-        cov = {lv: np.median([r["coverage"][lv] for r in rs]) for lv in ("0.5", "0.8", "0.9", "0.95")}
-        ks = np.median([r["pit_ks_pvalue"] for r in rs])
-        elpd = np.median([r["loo_elpd"] for r in rs])
-        lines.append(f"| {exp} | {method} | {cov['0.5']:.2f} | {cov['0.8']:.2f} | "
-                     f"{cov['0.9']:.2f} | {cov['0.95']:.2f} | {ks:.2g} | {elpd:.1f} |")
+        cov = row["coverage"]
+        lines.append(f"| {row['experiment']} | {row['method']} | {cov['0.5']:.2f} | "
+                     f"{cov['0.8']:.2f} | {cov['0.9']:.2f} | {cov['0.95']:.2f} | "
+                     f"{row['pit_ks_pvalue']:.2g} | {row['loo_elpd']:.1f} |")
     return "\n".join(lines)
 
 
@@ -162,14 +168,11 @@ def markdown_table(records):
     lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | 95% coverage | fit s | "
              "gamma (CV) | learned (median) |", "|" + "---|" * 10]
     for row in summarize(records):
-        def cell(key, fmt):
-            med, lo, hi = row[key]
-            return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
-                     f"{cell('rmse', '.4f')} | {cell('nrmse', '.3f')} | "
-                     f"{cell('test_lpd', '.2f')} | {cell('coverage95', '.2f')} | "
+                     f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
+                     f"{_cell(row, 'test_lpd', '.2f')} | {_cell(row, 'coverage95', '.2f')} | "
                      f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
     return "\n".join(lines)
 
