@@ -1,11 +1,11 @@
 """Physics Informed Deep Kernel Learning (PI-DKL) as Pyro model code."""
 
-from . import baselines, datasets, diagnostics, physics, plots
+from . import baselines, datasets, diagnostics, lfm_kernels, physics, plots
 from .domain import Box, Gaussian
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
 from .metrics import coverage, nrmse, rmse, test_log_predictive_density
-from .models import DKL, PIDKL, SKL, ExactGP
+from .models import DKL, LFM, PIDKL, SKL, ExactGP
 from .nn import MLP
 from .physics import Equation, Parameter
 from .posterior import GPPosterior
@@ -23,6 +23,7 @@ __all__ = sorted([
     "FitResult",
     "GPPosterior",
     "Gaussian",
+    "LFM",
     "MLP",
     "NotPositiveDefiniteError",
     "PIDKL",
@@ -38,6 +39,7 @@ __all__ = sorted([
     "fit",
     "holdout_split",
     "kfold_splits",
+    "lfm_kernels",
     "nrmse",
     "physics",
     "plots",

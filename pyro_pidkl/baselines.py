@@ -1,5 +1,7 @@
-"""The paper's baselines on the same machinery: SKL (SE-ARD GP) and DKL (no physics)."""
+"""The paper's baselines on the same machinery: SKL (SE-ARD GP), DKL (no physics) and LFM
+(latent force models)."""
 
 from .models.baselines import DKL, SKL
+from .models.lfm import LFM
 
-__all__ = ["DKL", "SKL"]
+__all__ = ["DKL", "LFM", "SKL"]

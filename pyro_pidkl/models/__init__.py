@@ -2,6 +2,7 @@
 
 from .baselines import DKL, SKL
 from .exact_gp import ExactGP
+from .lfm import LFM
 from .pidkl import PIDKL
 
-__all__ = ["DKL", "ExactGP", "PIDKL", "SKL"]
+__all__ = ["DKL", "ExactGP", "LFM", "PIDKL", "SKL"]
