@@ -79,6 +79,12 @@ def _reproduce_command(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.data:
+        env = EXPERIMENTS[args.experiment].data_env
+        if env is None:
+            raise SystemExit(f"pidkl reproduce {args.experiment}: --data is for real-data "
+                             f"experiments; {args.experiment!r} generates its own data")
+        os.environ[env] = args.data  # read by the loader, here and in worker processes
     methods = args.methods.split(",") if args.methods else None
     records = reproduce(args.experiment, methods, _parse_seeds(args.seeds) if args.seeds else None,
                         args.steps, args.out, args.jobs, progress=not args.quiet)
@@ -128,13 +134,15 @@ def main(argv=None):
     r = sub.add_parser("reproduce", help="the paper's experiment, honest protocol, several seeds")
     r.add_argument("experiment", choices=sorted(EXPERIMENTS))
     r.add_argument("--methods", default=None, help="comma-separated (default: all of the "
-                   "experiment's methods)")
+                   "experiment's methods; 'lfm' stands for all its latent force models)")
     r.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default 0-4)")
     r.add_argument("--steps", type=int, default=None, help="steps per fit (default: protocol)")
     r.add_argument("--out", default="runs", help="output folder (default runs/)")
     r.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes (default: 2, or 1 on a single core)")
     r.add_argument("--threads", type=int, default=0, help="torch threads when --jobs 1")
+    r.add_argument("--data", default=None, help="real-data experiments: the data file or "
+                   "folder (default: $PIDKL_JURA / $PIDKL_PM25, then the usual places)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     t = sub.add_parser("table", help="markdown table from a results.json")
     t.add_argument("results")

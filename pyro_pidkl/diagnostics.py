@@ -61,7 +61,7 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     ``f`` and ``y`` ``(chain, draw, test)``; ``log_likelihood`` — ``y_train`` ``(chain, draw,
     train)``, :math:`\\log \\mathcal{N}(y_i \\mid f_i, \\sigma^2)`; ``observed_data`` —
     ``y_train`` and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim
-    carries one coordinate per input name (e.g. ``t``), the ``train`` dim ``t_train``, ....
+    carries one coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
     """
     from arviz_base import from_dict
 
@@ -107,9 +107,10 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
         ds = tree[group].to_dataset()
         coords = {}
         if "test" in ds.dims:
-            coords.update({name: ("test", Xt[:, j]) for j, name in enumerate(model.input_names)})
+            coords.update({f"test_{name}": ("test", Xt[:, j])
+                           for j, name in enumerate(model.input_names)})
         if "train" in ds.dims:
-            coords.update({f"{name}_train": ("train", Xtr[:, j])
+            coords.update({f"train_{name}": ("train", Xtr[:, j])
                            for j, name in enumerate(model.input_names)})
         if coords:
             tree[group] = ds.assign_coords(coords)

@@ -8,12 +8,14 @@ set (a held-back slice for extrapolation in time, k-fold otherwise), a fixed num
 and the final iterate is evaluated.
 """
 
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from . import datasets, physics
 from .domain import Box
-from .models import DKL, PIDKL, SKL
+from .models import DKL, LFM, PIDKL, SKL
 from .selection import PAPER_GAMMA_GRID
 
 __all__ = ["EXPERIMENTS", "Experiment", "Protocol", "build_model"]
@@ -48,9 +50,12 @@ class Protocol:
 
 @dataclass
 class Experiment:
-    """A task: ``dataset()`` makes the data, ``equation()`` a fresh equation (its starting
-    values in ``initial``), ``domain`` the box of ``p(Z)``, ``model_kwargs`` options shared by
-    all methods (noise floor, ...)."""
+    """A task: ``dataset()`` (or ``dataset(seed=...)`` when ``split_by_seed``, for real data
+    split at random per seed) makes the data, ``equation()`` a fresh equation (its starting
+    values in ``initial``), ``domain`` the box of ``p(Z)`` (inputs not named there span the
+    training data), ``model_kwargs`` options shared by all methods (noise floor, ...),
+    ``lfm`` the latent force models run as baselines (method name -> :class:`LFM` options),
+    ``data_env`` the environment variable that points the loader at its file."""
 
     name: str
     dataset: Callable
@@ -62,6 +67,23 @@ class Experiment:
     model_kwargs: dict = field(default_factory=dict)
     pidkl_kwargs: dict = field(default_factory=dict)
     description: str = ""
+    lfm: dict = field(default_factory=dict)
+    split_by_seed: bool = False
+    data_env: str = None
+
+    def data(self, seed=0):
+        """The task's :class:`~pyro_pidkl.datasets.Dataset` (split by ``seed`` when the
+        experiment is ``split_by_seed``)."""
+        return self.dataset(seed=seed) if self.split_by_seed else self.dataset()
+
+
+def _lfm_forces(**kwargs):
+    """LFM baselines with 1, 3 and 5 latent forces."""
+    return {f"lfm{r}": {**kwargs, "num_forces": r} for r in (1, 3, 5)}
+
+
+_REAL = dict(cv="kfold", cv_folds=3, cv_steps=300,
+             grid={"gamma": (0.01, 0.1, 1.0, 10.0), "m": (10, 50)})
 
 
 EXPERIMENTS = {
@@ -70,21 +92,53 @@ EXPERIMENTS = {
         lambda: physics.first_order_ode(B=0.5, D=0.5), {"B": 0.5, "D": 0.5},
         domain={"t": (0.0, 1.0)},
         protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.5, cv_steps=500),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5"),
+        lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
     "diffusion": Experiment(
         "diffusion", datasets.diffusion_1d,
         lambda: physics.heat_1d(alpha=1.0), {"alpha": 1.0},
         domain={"x": (0.0, 2.0), "t": (0.01, 1.01)},
         protocol=Protocol(cv="kfold", cv_folds=3, cv_steps=500),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "lfm3-fixed-t"),
+        lfm={**_lfm_forces(equation="heat", time="t", space=("x",), origin=0.0),
+             "lfm3-fixed-t": dict(equation="heat", time=None, space=("x",), num_forces=3)},
         description="1dDiffusion: f_t = alpha f_xx; train on the slice t = 0.5, "
                     "test on the other 100 times"),
+    **{f"jura-{target.lower()}": Experiment(
+        f"jura-{target.lower()}", functools.partial(datasets.jura, target),
+        lambda: physics.poisson_2d("x", "y"), {}, domain={},
+        protocol=Protocol(**_REAL),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5"),
+        lfm=_lfm_forces(equation="heat", time=None, space=("x", "y")),
+        split_by_seed=True, data_env="PIDKL_JURA",
+        description=f"Jura {target}: Poisson over (x, y), unknown source; 50 random training "
+                    "locations per seed")
+       for target in ("Cd", "Cu")},
+    "pm25": Experiment(
+        "pm25", datasets.pm25, lambda: physics.diffusion_2d(alpha=1e-4, x="lon", y="lat"),
+        {"alpha": 1e-4}, domain={},
+        protocol=Protocol(**_REAL), split_by_seed=True, data_env="PIDKL_PM25",
+        description="PM2.5: f_t - alpha (f_lon,lon + f_lat,lat) = g; 500 random training "
+                    "points per seed, 2000 for test"),
+    "burgers": Experiment(
+        "burgers", datasets.burgers, lambda: physics.burgers_1d(nu=1.0), {"nu": 1.0},
+        domain={"x": (0.0, 2 * math.pi), "t": (0.0, 2.0)},
+        protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.3, cv_steps=500,
+                          grid={"gamma": (0.01, 0.1, 1.0, 10.0), "m": (10, 50)}),
+        split_by_seed=True,
+        description="Burgers f_t + f f_x - nu f_xx = g (nu = 0.05): noisy points at t <= 1, "
+                    "test t in (1, 2]"),
 }
 
 
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):
-    """A fresh model of ``method`` ('pidkl', 'dkl', 'skl') for ``experiment`` on ``(X, y)``."""
+    """A fresh model of ``method`` ('pidkl', 'dkl', 'skl' or one of ``experiment.lfm``) for
+    ``experiment`` on ``(X, y)``."""
     names = tuple(input_names)
     kwargs = {**experiment.model_kwargs, **kwargs}
+    if method in experiment.lfm:
+        return LFM(X, y, input_names=names, **{**experiment.lfm[method], **kwargs})
     if method == "skl":
         return SKL(X, y, input_names=names, **kwargs)
     if method == "dkl":
@@ -95,4 +149,5 @@ def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwa
                      gamma=grid["gamma"][0] if gamma is None else gamma,
                      m=grid["m"][0] if m is None else m, domain=Box(experiment.domain),
                      **{**experiment.pidkl_kwargs, **kwargs})
-    raise ValueError(f"Unknown method {method!r}; expected one of 'pidkl', 'dkl', 'skl'")
+    raise ValueError(f"Unknown method {method!r}; expected one of "
+                     f"{('pidkl', 'dkl', 'skl') + tuple(experiment.lfm)}")

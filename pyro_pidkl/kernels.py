@@ -36,7 +36,10 @@ def se_ard(input_dim, active_dims=None, variance=1.0, lengthscale=1.0, dtype=tor
     :param active_dims: the columns it uses (default: all).
     """
     active = list(range(input_dim)) if active_dims is None else list(active_dims)
-    return RBF(input_dim, variance=torch.tensor(float(variance), dtype=dtype),
+    bad = [j for j in active if not 0 <= j < input_dim]
+    if bad:
+        raise ValueError(f"Expected active_dims within 0..{input_dim - 1}; got {active}")
+    return RBF(len(active), variance=torch.tensor(float(variance), dtype=dtype),
                lengthscale=torch.full((len(active),), float(lengthscale), dtype=dtype),
                active_dims=active)
 

@@ -121,18 +121,20 @@ def calibration(scores, pits, path, title=""):
 
 
 def comparison(summary_rows, path, title=""):
-    """Bars of median RMSE and median test log predictive density per method (spread as
-    error bars, min to max over seeds)."""
+    """Bars of median nRMSE and median test log predictive density per method (spread as
+    error bars, min to max over seeds or splits), as the paper's Fig. 4/5."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     names = [r["method"].upper() for r in summary_rows]
-    for ax, key, label in zip(axes, ("rmse", "test_lpd"), ("test RMSE", "test log density")):
+    for ax, key, label in zip(axes, ("nrmse", "test_lpd"),
+                                ("test nRMSE", "mean test log predictive density")):
         med = np.array([r[key][0] for r in summary_rows])
         lo = med - np.array([r[key][1] for r in summary_rows])
         hi = np.array([r[key][2] for r in summary_rows]) - med
         ax.bar(names, med, yerr=[lo, hi], color=[f"C{i}" for i in range(len(names))],
                capsize=4)
         ax.set_title(label, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -45,7 +45,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
         torch.set_num_threads(threads)
     experiment = EXPERIMENTS[experiment_name]
     p = experiment.protocol
-    data = experiment.dataset()
+    data = experiment.data(seed)
     steps = p.num_steps if num_steps is None else int(num_steps)
     fit_kwargs = dict(num_steps=steps, lr=p.lr, lr_final=p.lr_final,
                       num_particles=p.num_particles)
@@ -86,7 +86,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
               "loo_high_pareto_k": int((np.asarray(loo_result.pareto_k) > 0.7).sum())}
     hyper["noise_variance"] = model.noise_variance()
     hyper["final_loss"] = result.final_loss
-    if method == "pidkl":
+    if hasattr(model, "equation_parameters"):
         hyper["learned"] = model.equation_parameters()
         hyper["truth"] = data.truth
     if keep_predictions:
@@ -117,6 +117,8 @@ def summarize(records):
             row["loo_elpd"] = float(np.median([r["loo_elpd"] for r in rs]))
         if method == "pidkl":
             row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
+            row["m"] = sorted({r["hyper"].get("m") for r in rs})
+        if any("learned" in r["hyper"] for r in rs):
             learned = {}
             for r in rs:
                 for k, v in r["hyper"].get("learned", {}).items():
@@ -134,17 +136,22 @@ def _cell(row, key, fmt):
 
 def format_table(records):
     """A plain-text table: median [min, max] over seeds."""
-    lines = [f"{'experiment':<10} {'method':<7} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
+    lines = [f"{'experiment':<10} {'method':<12} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
              f"{'test LPD':>24}  {'cov95':>19}  {'fit s':>6}"]
     for row in summarize(records):
-        lines.append(f"{row['experiment']:<10} {row['method']:<7} {row['seeds']:>2}  "
+        lines.append(f"{row['experiment']:<10} {row['method']:<12} {row['seeds']:>2}  "
                      f"{_cell(row, 'rmse', '.4f'):>22}  {_cell(row, 'nrmse', '.4f'):>22}  "
                      f"{_cell(row, 'test_lpd', '.2f'):>24}  "
                      f"{_cell(row, 'coverage95', '.2f'):>19}  "
                      f"{row['fit_seconds'][0]:6.1f}")
-        if "learned" in row:
-            lines.append(f"{'':<10} {'':<7}     gamma chosen {row['gamma']}; learned (median) "
-                         + ", ".join(f"{k}={v:.4g}" for k, v in row["learned"].items()))
+        notes = []
+        if "gamma" in row:
+            notes.append(f"gamma chosen {row['gamma']}, m {row['m']}")
+        if row.get("learned"):
+            notes.append("learned (median) " + ", ".join(f"{k}={v:.4g}"
+                                                         for k, v in row["learned"].items()))
+        if notes:
+            lines.append(f"{'':<10} {'':<12}     " + "; ".join(notes))
     return "\n".join(lines)
 
 
@@ -170,6 +177,8 @@ def markdown_table(records):
     for row in summarize(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
+        if len(row.get("m", [])) > 1 or row.get("m", [10]) != [10]:
+            gamma += "; m " + ", ".join(str(m) for m in row["m"])
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
                      f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
                      f"{_cell(row, 'test_lpd', '.2f')} | {_cell(row, 'coverage95', '.2f')} | "
@@ -190,6 +199,9 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
                          f"{sorted(EXPERIMENTS)}")
     experiment = EXPERIMENTS[experiment_name]
     methods = list(methods or experiment.methods)
+    if "lfm" in methods:  # every latent force model of the experiment
+        i = methods.index("lfm")
+        methods[i:i + 1] = [m for m in experiment.lfm if m not in methods]
     unknown = [m for m in methods if m not in experiment.methods]
     if unknown:
         raise ValueError(f"Unknown method(s) {unknown} for {experiment_name!r}; expected "
@@ -228,7 +240,7 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
     path.write_text(json.dumps(previous + records, indent=1, default=_json_default))
     if figures and predictions:
         from .plots import calibration, comparison, experiment_figure
-        data = experiment.dataset()
+        data = experiment.data(keep)
         experiment_figure(experiment, data, predictions, out / f"{experiment_name}.png",
                           seed=keep)
         scores = {m: predictive_scores(p["mean"], p["var_y"], data.y_test)

@@ -28,8 +28,8 @@ def test_datatree_has_the_expected_groups_dims_and_shapes():
     assert pp["y"].shape == (1, 50, 17) and pp["f"].dims == ("chain", "draw", "test")
     assert tree["posterior"]["f_train"].shape == (1, 50, 30)
     assert tree["log_likelihood"]["y_train"].dims == ("chain", "draw", "train")
-    np.testing.assert_allclose(pp["t"].values, Xt[:, 0])
-    np.testing.assert_allclose(tree["observed_data"]["t_train"].values, np.linspace(0, 1, 30))
+    np.testing.assert_allclose(pp["test_t"].values, Xt[:, 0])
+    np.testing.assert_allclose(tree["observed_data"]["train_t"].values, np.linspace(0, 1, 30))
     with pytest.raises(ValueError, match=r"y_test to have shape \(17,\)"):
         dg.to_datatree(model, Xt, np.zeros(3))
 
@@ -99,7 +99,7 @@ def test_calibration_and_comparison_plots(tmp_path):
               "b": dg.predictive_scores(np.zeros(300), np.full(300, 0.3), y)}
     pits = {"a": dg.pit(0, 1, y), "b": dg.pit(0, 0.3, y)}
     assert plots.calibration(scores, pits, tmp_path / "c.png").stat().st_size > 5000
-    rows = [{"method": "a", "rmse": (1, 0.9, 1.1), "test_lpd": (-1, -1.2, -0.9)}]
+    rows = [{"method": "a", "nrmse": (1, 0.9, 1.1), "test_lpd": (-1, -1.2, -0.9)}]
     assert plots.comparison(rows, tmp_path / "d.png").stat().st_size > 5000
 
 
@@ -126,3 +126,15 @@ def test_datatree_of_dense_noise_free_training_data():
     tree = dg.to_datatree(model, data.X_test[:3], num_samples=300)
     assert np.isfinite(tree["posterior"]["f_train"].values).all()
     assert abs(dg.loo(tree).elpd - dg.exact_loo(model)[2]) < 5.0
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+def test_inputs_named_like_variables_do_not_clobber_them():
+    # Jura's inputs are named x, y: the coordinates must not replace the variable y_train
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (20, 2))
+    model = pk.SKL(X, np.sin(4 * X[:, 0]) + X[:, 1], input_names=("x", "y"))
+    tree = dg.to_datatree(model, X[:3], num_samples=50, seed=0)
+    assert tree["log_likelihood"]["y_train"].dims == ("chain", "draw", "train")
+    np.testing.assert_allclose(tree["observed_data"]["train_y"].values, X[:, 1])
+    assert np.isfinite(float(dg.loo(tree).elpd))

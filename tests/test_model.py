@@ -241,3 +241,21 @@ def test_non_positive_definite_kernel_raises_named_error():
         model.posterior()
     # with the default jitter bound the same model is usable
     DKL(X, y, feature_net=_Collapse(), noise=1e-300, noise_floor=0.0).posterior()
+
+
+def test_covariates_outside_the_equation_enter_the_gp_but_not_the_source_kernel():
+    # Jura-like: Poisson over (x, y), covariates Ni and Zn are GP inputs only
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (30, 4))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * X[:, 3]
+    pyro.clear_param_store()
+    model = PIDKL(X, y, physics.poisson_2d("x", "y"), input_names=("x", "y", "Ni", "Zn"),
+                  m=8)
+    assert model.source_kernel.active_dims == [0, 1]
+    Z = torch.rand(5, 4, dtype=torch.float64)
+    Z2 = Z.clone()
+    Z2[:, 2:] = torch.rand(5, 2, dtype=torch.float64)   # other covariates, same (x, y)
+    torch.testing.assert_close(model.source_kernel(Z), model.source_kernel(Z2))
+    pk.fit(model, num_steps=5, progress=False)
+    with pytest.raises(ValueError, match="active_dims within 0..3"):
+        pk.kernels.se_ard(4, [1, 4])

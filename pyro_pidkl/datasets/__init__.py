@@ -1,11 +1,26 @@
-"""Synthetic generators (our own solvers) and loaders of reference ``.mat`` folds."""
+"""Synthetic generators (our own solvers), real-data loaders (Jura, PM2.5) and loaders of
+reference ``.mat`` folds."""
 
 from .base import Dataset
+from .burgers import burgers, cole_hopf, solve_burgers
+from .jura import JURA_TASKS, find_jura, jura, load_jura
+from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import load_mat_fold, load_reference_diffusion, load_reference_ode
 from .synthetic import diffusion_1d, first_order_ode, solve_diffusion_1d, solve_first_order_ode
 
 __all__ = [
     "Dataset",
+    "JURA_TASKS",
+    "PM25_INPUTS",
+    "burgers",
+    "cole_hopf",
+    "find_jura",
+    "find_pm25",
+    "jura",
+    "load_jura",
+    "load_pm25_fold",
+    "pm25",
+    "solve_burgers",
     "diffusion_1d",
     "first_order_ode",
     "load_mat_fold",
