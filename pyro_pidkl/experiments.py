@@ -13,9 +13,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pyro.distributions as dist
+
 from . import datasets, physics
+from .physics import Parameter
 from .domain import Box
-from .models import DKL, LFM, PIDKL, SKL
+from .models import DKL, LFM, PIDKL, SKL, SparsePIDKL
 from .selection import PAPER_GAMMA_GRID
 
 __all__ = ["EXPERIMENTS", "Experiment", "Protocol", "build_model"]
@@ -55,7 +58,8 @@ class Experiment:
     values in ``initial``), ``domain`` the box of ``p(Z)`` (inputs not named there span the
     training data), ``model_kwargs`` options shared by all methods (noise floor, ...),
     ``lfm`` the latent force models run as baselines (method name -> :class:`LFM` options),
-    ``data_env`` the environment variable that points the loader at its file."""
+    ``data_env`` the environment variable that points the loader at its file,
+    ``bayes_equation()`` the equation with priors on its parameters (``pidkl-bayes``)."""
 
     name: str
     dataset: Callable
@@ -68,6 +72,7 @@ class Experiment:
     pidkl_kwargs: dict = field(default_factory=dict)
     description: str = ""
     lfm: dict = field(default_factory=dict)
+    bayes_equation: Callable = None
     split_by_seed: bool = False
     data_env: str = None
 
@@ -90,17 +95,23 @@ EXPERIMENTS = {
     "ode": Experiment(
         "ode", datasets.first_order_ode,
         lambda: physics.first_order_ode(B=0.5, D=0.5), {"B": 0.5, "D": 0.5},
+        bayes_equation=lambda: physics.first_order_ode(
+            B=Parameter(0.5, prior=dist.LogNormal(0.0, 1.0)),
+            D=Parameter(0.5, prior=dist.LogNormal(0.0, 1.0))),
         domain={"t": (0.0, 1.0)},
         protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.5, cv_steps=500),
-        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5"),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "pidkl-svgp", "pidkl-bayes"),
         lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
     "diffusion": Experiment(
         "diffusion", datasets.diffusion_1d,
         lambda: physics.heat_1d(alpha=1.0), {"alpha": 1.0},
+        bayes_equation=lambda: physics.heat_1d(
+            alpha=Parameter(1.0, prior=dist.LogNormal(math.log(0.3), 1.5))),
         domain={"x": (0.0, 2.0), "t": (0.01, 1.01)},
         protocol=Protocol(cv="kfold", cv_folds=3, cv_steps=500),
-        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "lfm3-fixed-t"),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "lfm3-fixed-t", "pidkl-svgp",
+                 "pidkl-bayes"),
         lfm={**_lfm_forces(equation="heat", time="t", space=("x",), origin=0.0),
              "lfm3-fixed-t": dict(equation="heat", time=None, space=("x",), num_forces=3)},
         description="1dDiffusion: f_t = alpha f_xx; train on the slice t = 0.5, "
@@ -132,6 +143,14 @@ EXPERIMENTS = {
 }
 
 
+#: options of the sparse variational variant in the experiments: all points in one batch
+#: (the simulations have N <= 100) and as many inducing points as that allows
+VARIANT_SVGP = {"num_inducing": 64, "batch_size": 256}
+
+#: the full-VI variants run without cross-validation, at gamma = 1 and m = 10
+VARIANTS = ("pidkl-svgp", "pidkl-bayes")
+
+
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):
     """A fresh model of ``method`` ('pidkl', 'dkl', 'skl' or one of ``experiment.lfm``) for
     ``experiment`` on ``(X, y)``."""
@@ -143,11 +162,23 @@ def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwa
         return SKL(X, y, input_names=names, **kwargs)
     if method == "dkl":
         return DKL(X, y, input_names=names, **kwargs)
-    if method == "pidkl":
+    if method in ("pidkl", "pidkl-svgp", "pidkl-bayes"):
         grid = experiment.protocol.grid
-        return PIDKL(X, y, experiment.equation(), input_names=names,
-                     gamma=grid["gamma"][0] if gamma is None else gamma,
-                     m=grid["m"][0] if m is None else m, domain=Box(experiment.domain),
-                     **{**experiment.pidkl_kwargs, **kwargs})
+        gamma = grid["gamma"][0] if gamma is None else gamma
+        m = grid["m"][0] if m is None else m
+        kwargs = {**experiment.pidkl_kwargs, **kwargs}
+        if method == "pidkl-svgp":
+            cls, kwargs = SparsePIDKL, {**VARIANT_SVGP, **kwargs}
+        else:
+            cls = PIDKL
+        if method == "pidkl-bayes":
+            if experiment.bayes_equation is None:
+                raise ValueError(f"Experiment {experiment.name!r} declares no priors for its "
+                                 "equation parameters (bayes_equation)")
+            equation = experiment.bayes_equation()
+        else:
+            equation = experiment.equation()
+        return cls(X, y, equation, input_names=names, gamma=gamma, m=m,
+                   domain=Box(experiment.domain), **kwargs)
     raise ValueError(f"Unknown method {method!r}; expected one of "
                      f"{('pidkl', 'dkl', 'skl') + tuple(experiment.lfm)}")

@@ -15,8 +15,9 @@ import pyro
 import torch
 
 from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
-from .experiments import EXPERIMENTS, build_model
+from .experiments import EXPERIMENTS, VARIANTS, build_model
 from .infer import fit
+from .models import SparsePIDKL
 from .selection import cross_validate, holdout_split, kfold_splits
 
 __all__ = ["calibration_markdown", "format_table", "markdown_table", "reproduce", "run_one",
@@ -53,7 +54,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
              "num_particles": p.num_particles}
     config = {}
     cv_seconds = 0.0
-    if method == "pidkl":
+    if method == "pidkl":  # gamma and m by cross-validation on the training data
         start = time.perf_counter()
         cv_steps = min(p.cv_steps or steps, steps)
         build = functools.partial(_build_for_cv, experiment_name=experiment_name,
@@ -66,6 +67,9 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
         hyper.update(config, cv=p.cv, cv_steps=cv_steps, cv_seconds=cv_seconds,
                      cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
                      initial=experiment.initial)
+    elif method in VARIANTS:  # full-VI variants: fixed gamma and m, no cross-validation
+        config = {"gamma": 1.0, "m": 10}
+        hyper.update(config, cv=None, initial=experiment.initial)
     pyro.set_rng_seed(seed)
     model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
                         **config)
@@ -73,22 +77,28 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     mean, var_f = model(data.X_test)
     _, var_y = model(data.X_test, noiseless=False)
     scores = predictive_scores(mean, var_y, data.y_test)
-    with warnings.catch_warnings():  # high Pareto k is recorded below, not printed
-        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
-        loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
+    exact = not isinstance(model, SparsePIDKL)
+    if exact:  # PSIS-LOO needs the exact GP posterior
+        with warnings.catch_warnings():  # high Pareto k is recorded below, not printed
+            warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
+            loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
     record = {"experiment": experiment_name, "method": method, "seed": seed,
               "rmse": scores["rmse"], "nrmse": scores["nrmse"], "test_lpd": scores["test_lpd"],
               "coverage95": scores["coverage"][0.95],
               "fit_seconds": result.seconds, "hyper": hyper,
               "coverage": {str(k): v for k, v in scores["coverage"].items()},
               "pit_ks_pvalue": scores["pit_ks_pvalue"],
-              "loo_elpd": float(loo_result.elpd), "loo_elpd_exact": exact_loo(model)[2],
-              "loo_high_pareto_k": int((np.asarray(loo_result.pareto_k) > 0.7).sum())}
+              "loo_elpd": float(loo_result.elpd) if exact else None,
+              "loo_elpd_exact": exact_loo(model)[2] if exact else None,
+              "loo_high_pareto_k": (int((np.asarray(loo_result.pareto_k) > 0.7).sum())
+                                    if exact else None)}
     hyper["noise_variance"] = model.noise_variance()
     hyper["final_loss"] = result.final_loss
     if hasattr(model, "equation_parameters"):
         hyper["learned"] = model.equation_parameters()
         hyper["truth"] = data.truth
+    if getattr(model, "bayesian_sites", ()):
+        hyper["posterior"] = model.equation_posterior()
     if keep_predictions:
         record["predictions"] = {"mean": mean.numpy(), "var_f": var_f.numpy(),
                                  "var_y": var_y.numpy()}
@@ -114,8 +124,9 @@ def summarize(records):
             row["coverage"] = {lv: float(np.median([r["coverage"][lv] for r in rs]))
                                for lv in LEVELS}
             row["pit_ks_pvalue"] = float(np.median([r["pit_ks_pvalue"] for r in rs]))
-            row["loo_elpd"] = float(np.median([r["loo_elpd"] for r in rs]))
-        if method == "pidkl":
+            elpd = [r["loo_elpd"] for r in rs if r.get("loo_elpd") is not None]
+            row["loo_elpd"] = float(np.median(elpd)) if elpd else float("nan")
+        if method.startswith("pidkl"):
             row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
             row["m"] = sorted({r["hyper"].get("m") for r in rs})
         if any("learned" in r["hyper"] for r in rs):
@@ -124,6 +135,18 @@ def summarize(records):
                 for k, v in r["hyper"].get("learned", {}).items():
                     learned.setdefault(k, []).append(v)
             row["learned"] = {k: float(np.median(v)) for k, v in learned.items()}
+        if all("posterior" in r["hyper"] for r in rs):
+            row["posterior"] = {}
+            for k in rs[0]["hyper"]["posterior"]:
+                post = [r["hyper"]["posterior"][k] for r in rs]
+                truth = [r["hyper"].get("truth", {}).get(k) for r in rs]
+                covered = [t is not None and q["lower"] <= t <= q["upper"]
+                           for q, t in zip(post, truth)]
+                row["posterior"][k] = {
+                    "mean": float(np.median([q["mean"] for q in post])),
+                    "lower": float(np.median([q["lower"] for q in post])),
+                    "upper": float(np.median([q["upper"] for q in post])),
+                    "covered": f"{sum(covered)}/{len(covered)}"}
         rows.append(row)
     return rows
 
@@ -150,6 +173,9 @@ def format_table(records):
         if row.get("learned"):
             notes.append("learned (median) " + ", ".join(f"{k}={v:.4g}"
                                                          for k, v in row["learned"].items()))
+        for k, q in row.get("posterior", {}).items():
+            notes.append(f"posterior {k}: mean {q['mean']:.4g}, 90% [{q['lower']:.4g}, "
+                         f"{q['upper']:.4g}] (medians); covers truth in {q['covered']} seeds")
         if notes:
             lines.append(f"{'':<10} {'':<12}     " + "; ".join(notes))
     return "\n".join(lines)

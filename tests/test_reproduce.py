@@ -1,5 +1,6 @@
 import json
 
+import pyro
 import pytest
 
 from pyro_pidkl.bench import time_case
@@ -42,7 +43,35 @@ def test_reproduce_rejects_unknown_names(tmp_path):
     with pytest.raises(ValueError, match="Unknown experiment"):
         reproduce("heat", out=tmp_path)
     with pytest.raises(ValueError, match="Unknown method"):
-        reproduce("ode", ["lfm"], out=tmp_path)
+        reproduce("ode", ["lfm7"], out=tmp_path)
+
+
+def test_lfm_stands_for_every_latent_force_model_and_reports_its_parameter(tmp_path):
+    records = reproduce("ode", ["lfm"], [0], num_steps=3, out=tmp_path, progress=False,
+                        figures=False)
+    assert [r["method"] for r in records] == ["lfm1", "lfm3", "lfm5"]
+    assert all(set(r["hyper"]["learned"]) == {"D"} for r in records)
+
+
+@pytest.mark.parametrize("name", ["jura-cd", "jura-cu", "pm25", "burgers", "diffusion"])
+def test_every_method_of_the_new_experiments_builds_and_predicts(name, monkeypatch):
+    from conftest import reference_dir
+
+    from pyro_pidkl.experiments import EXPERIMENTS, build_model
+
+    experiment = EXPERIMENTS[name]
+    if name == "pm25":
+        monkeypatch.setenv("PIDKL_PM25", str(reference_dir() / "pm25"))
+    try:
+        data = experiment.data(0)
+    except FileNotFoundError as e:
+        pytest.skip(f"{name}: data not found ({str(e).splitlines()[0]})")
+    X, y = data.X_train[:40], data.y_train[:40]
+    for method in experiment.methods:
+        pyro.clear_param_store()  # models share param-store names (kernel.kern.lengthscale)
+        model = build_model(method, experiment, X, y, data.input_names)
+        mean, var = model(data.X_test[:5])
+        assert mean.shape == (5,) and (var > 0).all(), method
 
 
 def test_cli_reproduce_and_table(tmp_path, capsys):

@@ -20,6 +20,9 @@ import math
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro import poutine
+from pyro.infer.autoguide import AutoNormal
+from pyro.infer.autoguide.initialization import init_to_median, init_to_value
 from pyro.nn import pyro_method
 
 from ..domain import Box
@@ -56,10 +59,19 @@ class PIDKL(DKL):
 
     Sites of :meth:`model` (``S`` particles when vectorised): ``data`` factor ``()``,
     ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or ``(S, m)``, ``physics`` factor ``(S,)``.
+
+    **Bayesian equation parameters.** A parameter declared with a prior,
+    ``Parameter(init, prior=dist.LogNormal(...))``, is a sample site ``equation.<name>`` of
+    the model. The guide then adds an :class:`~pyro.infer.autoguide.AutoNormal` over those
+    sites alone (started at ``init``; ``Z`` and ``eps`` keep their priors), so SVI learns
+    a Gaussian (in unconstrained space) posterior :math:`q(\theta)`;
+    :meth:`equation_posterior` summarises it. Pass ``equation_guide`` to use another guide
+    over those sites.
     """
 
     def __init__(self, X, y, equation, input_names=None, gamma=1.0, m=10, domain=None,
-                 source_inputs="equation", eps="draw", source_jitter=1e-6, **kwargs):
+                 source_inputs="equation", eps="draw", source_jitter=1e-6, equation_guide=None,
+                 **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -93,6 +105,16 @@ class PIDKL(DKL):
                      "second derivatives); use a smooth activation such as nn.Tanh or nn.SiLU"
                      if math.isfinite(order) else "")
         self._probe_equation()
+        self.bayesian_sites = tuple(f"equation.{n}" for n, spec in equation.specs.items()
+                                    if spec.prior is not None and not spec.fixed)
+        if equation_guide is None and self.bayesian_sites:
+            init = {f"equation.{n}": spec.init.to(self.X.dtype)
+                    for n, spec in equation.specs.items() if spec.prior is not None}
+            equation_guide = AutoNormal(poutine.block(self.model, expose=self.bayesian_sites),
+                                        init_loc_fn=init_to_value(values=init,
+                                                                  fallback=init_to_median),
+                                        init_scale=0.05)
+        self.equation_guide = equation_guide
 
     # -- configuration helpers ---------------------------------------------------------
     def _source_columns(self, source_inputs):
@@ -172,12 +194,40 @@ class PIDKL(DKL):
 
     @pyro_method
     def guide(self):
-        """Z and eps drawn from their priors (their log p - log q cancels exactly)."""
+        """Z and eps drawn from their priors (their log p - log q cancels exactly); the
+        equation guide over Bayesian equation parameters, if any."""
+        if self.equation_guide is not None:
+            self.equation_guide()
         pyro.sample("Z", self.domain.distribution(self.m))
         self.sample_eps()
 
+    def equation_posterior(self, num_samples=2000, seed=0, prob=0.9):
+        r"""Posterior summary of the Bayesian equation parameters from the guide:
+        ``{name: {"mean", "median", "lower", "upper"}}`` with the central ``prob`` interval
+        (from ``num_samples`` draws of :math:`q(\theta)`)."""
+        if not self.bayesian_sites:
+            raise ValueError("No equation parameter has a prior; declare one with "
+                             "Parameter(init, prior=...) to get a posterior")
+        with torch.no_grad(), pyro.poutine.seed(rng_seed=seed):
+            draws = [poutine.trace(self.equation_guide).get_trace() for _ in range(num_samples)]
+        out = {}
+        for site in self.bayesian_sites:
+            v = torch.stack([tr.nodes[site]["value"] for tr in draws]).cpu()
+            lo, hi = torch.quantile(v, torch.tensor([(1 - prob) / 2, (1 + prob) / 2],
+                                                    dtype=v.dtype), dim=0)
+            out[site.split(".", 1)[1]] = {"mean": v.mean(0).tolist(),
+                                          "median": v.median(0).values.tolist(),
+                                          "lower": lo.tolist(), "upper": hi.tolist()}
+        return out
+
     def equation_parameters(self):
-        """Current equation parameters as ``{name: float or list}``."""
+        """Current equation parameters as ``{name: float or list}`` (posterior medians of
+        Bayesian ones)."""
         with torch.no_grad():
-            return {k: v.detach().cpu().tolist() for k, v in
-                    self.equation.parameter_values().items()}
+            values = {}
+            for name in self.equation.parameter_names:
+                if f"equation.{name}" in self.bayesian_sites:
+                    values[name] = self.equation_posterior(num_samples=501)[name]["median"]
+                else:
+                    values[name] = getattr(self.equation, name).detach().cpu().tolist()
+            return values

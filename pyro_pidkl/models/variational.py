@@ -1,0 +1,153 @@
+r"""Sparse variational PI-DKL: the deep-kernel GP with :math:`M` inducing points, a whitened
+variational :math:`q(v)`, a minibatched data term, and the PI-DKL physics factor on a
+posterior function draw at :math:`Z`.
+
+With inducing inputs :math:`X_u` (standardised input space, learned), whitened inducing
+values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and :math:`q(v) = \mathcal{N}(m, S)`,
+
+.. math::
+    \mathcal{L} = \frac{N}{B}\sum_{i \in \mathcal{B}} \mathbb{E}_{q(v)}\Big[
+        \log\mathcal{N}(y_i \mid \mu_i(v), \sigma^2) - \frac{s_i}{2\sigma^2}\Big]
+      - \mathrm{KL}\big(q(v)\,\|\,\mathcal{N}(0, I)\big)
+      + \gamma\, \mathbb{E}\log\mathcal{N}\big(\psi[f_{v,\epsilon}](Z) \mid 0, \kappa(Z, Z)\big),
+
+    \mu(x; v) = k_{xu} L_{uu}^{-\top} v, \quad s(x) = k_{xx} - \|L_{uu}^{-1} k_{ux}\|^2,
+    \quad f_{v,\epsilon}(x) = \mu(x; v) + \epsilon \sqrt{s(x)}
+
+(Hensman, Fusi, Lawrence 2013; :func:`pyro.contrib.gp.util.conditional` with
+``whiten=True``). In Pyro: the sample site ``u`` (whitened) with guide
+``MultivariateNormal(u_loc, u_scale_tril)``, a ``data`` factor inside
+``pyro.plate("points", N, subsample_size=B)`` (Pyro scales it by :math:`N/B`), and the same
+``Z``, ``eps`` and ``physics`` sites as :class:`~pyro_pidkl.models.PIDKL`. Memory is
+:math:`O(BM + M^2)` per step whatever :math:`N`; time per epoch is linear in :math:`N`.
+"""
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.contrib.gp.util import conditional
+from pyro.distributions import constraints
+from pyro.nn import PyroParam, pyro_method
+
+from ..posterior import jittered_cholesky
+from .pidkl import PIDKL
+
+__all__ = ["SparsePIDKL"]
+
+
+class SparsePIDKL(PIDKL):
+    r"""Sparse variational PI-DKL (module docstring).
+
+    :param int num_inducing: :math:`M` inducing points (started at a random subset of the
+        training inputs).
+    :param int batch_size: :math:`B`, data points per step (``None``: all, no subsampling).
+    :param float prediction_batch: test points per block in :meth:`forward`.
+    Other arguments as :class:`~pyro_pidkl.models.PIDKL` (``gamma = 0`` gives sparse DKL).
+    """
+
+    max_plate_nesting = 1
+
+    def __init__(self, X, y, equation, input_names=None, num_inducing=100, batch_size=1000,
+                 prediction_batch=10000, inducing_seed=0, **kwargs):
+        super().__init__(X, y, equation, input_names, **kwargs)
+        N = self.X.shape[0]
+        if int(num_inducing) != num_inducing or num_inducing < 1:
+            raise ValueError(f"Expected num_inducing to be an integer >= 1; got {num_inducing!r}")
+        M = min(int(num_inducing), N)
+        if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
+            raise ValueError(f"Expected batch_size to be None or an integer >= 1; got "
+                             f"{batch_size!r}")
+        self.batch_size = None if batch_size is None or batch_size >= N else int(batch_size)
+        self.prediction_batch = int(prediction_batch)
+        gen = torch.Generator().manual_seed(int(inducing_seed))
+        idx = torch.randperm(N, generator=gen)[:M].to(self.X.device)
+        dtype = self.X.dtype
+        self.Xu = PyroParam(self.X_s[idx].clone())
+        self.u_loc = PyroParam(torch.zeros(M, dtype=dtype, device=self.X.device))
+        self.u_scale_tril = PyroParam(0.1 * torch.eye(M, dtype=dtype, device=self.X.device),
+                                      constraints.lower_cholesky)
+
+    @property
+    def num_inducing(self):
+        return self.Xu.shape[0]
+
+    def _Luu(self):
+        Xu = self.Xu
+        Kuu = self.kernel(Xu)
+        M = Xu.shape[0]
+        return jittered_cholesky(Kuu + 1e-6 * Kuu.diagonal().mean() * torch.eye(
+            M, dtype=Xu.dtype, device=Xu.device), 1e-8, self.max_jitter,
+            what=f"{M} x {M} inducing kernel matrix")
+
+    def conditional(self, U, v, Luu, full_cov=False):
+        r""":math:`\mu(U; v)` and :math:`s(U)` at standardised points ``U`` ``(B, d)`` given
+        whitened inducing values ``v`` ``(M,)`` (or ``q(v)`` when ``v`` is ``None``)."""
+        if v is None:
+            return conditional(U, self.Xu, self.kernel, self.u_loc, self.u_scale_tril, Luu,
+                               full_cov=full_cov, whiten=True)
+        return conditional(U, self.Xu, self.kernel, v, None, Luu, full_cov=full_cov,
+                           whiten=True)
+
+    def posterior(self):
+        raise NotImplementedError("SparsePIDKL has no exact posterior (O(N^3)); use forward() "
+                                  "for predictions")
+
+    def posterior_draw(self, draw_args, eps):
+        r"""The draw :math:`f_{v,\epsilon}(x) = m_y + s_y(\mu(u; v) + \epsilon\sqrt{s(u)})`
+        as a function of user-unit points."""
+        v, Luu = draw_args
+        st = self.standardizer
+
+        def f(x):
+            mu, var = self.conditional(st.x_to_model(x), v, Luu)
+            return st.f_to_user(mu + eps * var.clamp(min=1e-12).sqrt())
+        return f
+
+    @pyro_method
+    def model(self):
+        M = self.num_inducing
+        zero = torch.zeros(M, dtype=self.X.dtype, device=self.X.device)
+        v = pyro.sample("u", dist.Normal(zero, 1.0).to_event(1))        # whitened, (M,)
+        Luu = self._Luu()
+        N = self.X.shape[0]
+        with pyro.plate("points", N, subsample_size=self.batch_size) as idx:
+            mu, var = self.conditional(self.X_s[idx], v, Luu)
+            y = self.y_s[idx]
+            pyro.factor("data", dist.Normal(mu, self.noise.sqrt()).log_prob(y)
+                        - var / (2 * self.noise))
+        if self.gamma > 0:
+            Z = pyro.sample("Z", self.domain.distribution(self.m))
+            eps = self.sample_eps()
+            h = self.residual((v, Luu), Z, eps)
+            pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
+
+    @pyro_method
+    def guide(self):
+        """``q(u) = MVN(u_loc, u_scale_tril)``; ``Z``, ``eps`` from their priors; the
+        equation guide over Bayesian equation parameters, if any."""
+        if self.equation_guide is not None:
+            self.equation_guide()
+        pyro.sample("u", dist.MultivariateNormal(self.u_loc, scale_tril=self.u_scale_tril))
+        if self.gamma > 0:
+            pyro.sample("Z", self.domain.distribution(self.m))
+            self.sample_eps()
+
+    def forward(self, Xnew, full_cov=False, noiseless=True):
+        r"""Predictive mean and variance of :math:`f` (or :math:`y`) at ``Xnew`` under
+        :math:`q(v)`, in blocks of ``prediction_batch`` points."""
+        if full_cov:
+            raise ValueError("SparsePIDKL.forward returns marginal variances only; got "
+                             "full_cov=True")
+        from ..data import as_inputs
+
+        Xnew, _ = as_inputs(Xnew, self.input_names, self.X.dtype, what="Xnew")
+        Xnew = Xnew.to(self.X.device)
+        means, variances = [], []
+        with torch.no_grad():
+            Luu = self._Luu()
+            for block in torch.split(self.standardizer.x_to_model(Xnew), self.prediction_batch):
+                mu, var = self.conditional(block, None, Luu)
+                means.append(mu)
+                variances.append(var if noiseless else var + self.noise)
+        mean, var = torch.cat(means), torch.cat(variances)
+        return self.standardizer.f_to_user(mean), self.standardizer.var_to_user(var)

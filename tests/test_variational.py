@@ -1,0 +1,126 @@
+"""Sparse variational PI-DKL and Bayesian equation parameters."""
+
+import math
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro import poutine
+
+from pyro_pidkl import PIDKL, Parameter, fit, physics
+from pyro_pidkl.models import SparsePIDKL
+
+
+def _data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, 1, n))
+    return t[:, None], np.sin(6 * t) + 0.05 * rng.standard_normal(n)
+
+
+def _optimal_q(model):
+    """The exact optimum of q(v) when the inducing points are the training inputs:
+    precision I + L^T L / s2, mean A^-1 L^T y / s2 (whitened)."""
+    with torch.no_grad():
+        L = model._Luu()
+        s2 = model.noise
+        A = torch.eye(L.shape[0], dtype=L.dtype) + L.T @ L / s2
+        S = torch.linalg.inv(A)
+        m = S @ L.T @ model.y_s / s2
+        return m, torch.linalg.cholesky(S)
+
+
+def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
+    X, y = _data()
+    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
+                        num_inducing=40, batch_size=None)
+    with torch.no_grad():
+        model.Xu = model.X_s.clone()
+        m, S_tril = _optimal_q(model)
+        model.u_loc, model.u_scale_tril = m, S_tril
+    exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
+    exact.load_state_dict({k: v for k, v in model.state_dict().items()
+                           if k in exact.state_dict()})
+    Xnew = np.linspace(-0.2, 1.2, 15)[:, None]
+    mean_s, var_s = model(Xnew)
+    mean_e, var_e = exact(Xnew)
+    # equal up to the 1e-6 relative nugget on K_uu
+    torch.testing.assert_close(mean_s, mean_e, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(var_s, var_e, atol=1e-4, rtol=1e-3)
+
+
+def test_sparse_elbo_at_the_optimum_is_the_log_marginal_likelihood():
+    # with Xu = X and the optimal q, the collapsed bound is tight: E[-loss] = log p(y)
+    X, y = _data(n=20)
+    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
+                        num_inducing=20, batch_size=None)
+    with torch.no_grad():
+        model.Xu = model.X_s.clone()
+        m, S_tril = _optimal_q(model)
+        model.u_loc, model.u_scale_tril = m, S_tril
+        exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
+        exact.load_state_dict({k: v for k, v in model.state_dict().items()
+                               if k in exact.state_dict()})
+        log_p = float(exact.posterior().log_marginal())
+        estimates = []
+        for _ in range(1500):
+            guide_tr = poutine.trace(model.guide).get_trace()
+            model_tr = poutine.trace(poutine.replay(model.model, guide_tr)).get_trace()
+            estimates.append(float(model_tr.log_prob_sum() - guide_tr.log_prob_sum()))
+    est = np.array(estimates)
+    se = est.std() / math.sqrt(est.size)
+    assert se < 0.5
+    assert abs(est.mean() - log_p) < 4 * se + 1e-3 * abs(log_p)
+
+
+def test_sparse_minibatch_scales_the_data_term_to_n():
+    X, y = _data(n=60)
+    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
+                        num_inducing=10, batch_size=15)
+    tr = poutine.trace(model.model).get_trace()
+    tr.compute_log_prob()
+    site = tr.nodes["data"]
+    assert site["log_prob"].shape == (15,) and site["scale"] == 4.0
+    assert tr.nodes["points"]["value"].shape == (15,)
+
+
+def test_sparse_pidkl_sites_and_fit_with_physics():
+    X, y = _data(n=50)
+    model = SparsePIDKL(X, y, physics.first_order_ode(B=0.5, D=0.5), input_names=("t",),
+                        gamma=1.0, m=8, num_inducing=12, batch_size=20)
+    tr = poutine.trace(model.model).get_trace()
+    assert {"u", "points", "data", "Z", "eps", "physics"} <= set(tr.nodes)
+    assert tr.nodes["Z"]["value"].shape == (8, 1)
+    result = fit(model, num_steps=30, progress=False, seed=0)
+    assert np.isfinite(result.losses).all()
+    mean, var = model(np.linspace(0, 1, 7)[:, None])
+    assert mean.shape == (7,) and (var > 0).all()
+    with pytest.raises(NotImplementedError, match="forward"):
+        model.posterior()
+
+
+def test_sparse_rejects_bad_options():
+    X, y = _data()
+    with pytest.raises(ValueError, match="num_inducing"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), num_inducing=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), batch_size=2.5)
+
+
+def test_bayesian_parameter_is_a_sample_site_with_an_autonormal_guide():
+    X, y = _data()
+    eq = physics.first_order_ode(B=Parameter(0.5, prior=dist.LogNormal(0.0, 1.0)), D=0.5)
+    model = PIDKL(X, y, eq, input_names=("t",), m=5)
+    assert model.bayesian_sites == ("equation.B",)
+    guide_tr = poutine.trace(model.guide).get_trace()
+    assert {"equation.B", "Z", "eps"} <= set(guide_tr.nodes)
+    model_tr = poutine.trace(poutine.replay(model.model, guide_tr)).get_trace()
+    assert model_tr.nodes["equation.B"]["value"] == guide_tr.nodes["equation.B"]["value"]
+    assert model_tr.nodes["equation.B"]["fn"].__class__.__name__ == "LogNormal"
+    post = model.equation_posterior(num_samples=400)
+    assert set(post) == {"B"} and post["B"]["lower"] < post["B"]["median"] < post["B"]["upper"]
+    # started at the Parameter's init
+    assert abs(post["B"]["median"] - 0.5) < 0.05
+    with pytest.raises(ValueError, match="No equation parameter has a prior"):
+        PIDKL(X, y, physics.first_order_ode(), input_names=("t",)).equation_posterior()
