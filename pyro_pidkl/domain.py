@@ -29,6 +29,15 @@ class _Domain:
                 raise ValueError(f"Expected finite numbers for input {name!r}; got {pair!r}")
             self.bounds[name] = (a, b)
 
+    def apply(self, fn):
+        """A copy whose tensors (e.g. ``low``, ``high``) went through ``fn`` (e.g. a device
+        move); used by ``model.to(device)``."""
+        out = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, torch.Tensor):
+                setattr(out, name, fn(value))
+        return out
+
     def _check_names(self, input_names):
         unknown = [n for n in self.bounds if n not in input_names]
         if unknown:

@@ -104,3 +104,19 @@ def test_burgers_task_extrapolates_in_time():
     assert d.X_train.shape == (300, 2) and d.truth == {"nu": 0.05}
     with pytest.raises(ValueError, match="viscosity"):
         solve_burgers(np.sin, [0, 1], nu=0.0)
+
+
+def test_heat_2d_solution_satisfies_the_equation():
+    from pyro_pidkl.datasets import heat_2d, solve_heat_2d
+
+    rng = np.random.default_rng(0)
+    P = rng.uniform(0, 2, (20, 3))
+    h = 1e-4
+    f = lambda dx, dy, dt: solve_heat_2d(P + np.array([dx, dy, dt]), alpha=0.3)  # noqa: E731
+    ft = (f(0, 0, h) - f(0, 0, -h)) / (2 * h)
+    lap = (f(h, 0, 0) + f(-h, 0, 0) + f(0, h, 0) + f(0, -h, 0) - 4 * f(0, 0, 0)) / h ** 2
+    assert np.abs(ft - 0.3 * lap).max() < 1e-5
+    # periodic in x and y
+    np.testing.assert_allclose(f(2 * np.pi, 0, 0), f(0, 0, 0), atol=1e-12)
+    d = heat_2d(n_train=100, n_test=50)
+    assert d.X_train.shape == (100, 3) and d.X_test.shape == (50, 3)

@@ -3,7 +3,7 @@
 import math
 
 import numpy as np
-import pyro
+
 import pyro.distributions as dist
 import pytest
 import torch
@@ -124,3 +124,14 @@ def test_bayesian_parameter_is_a_sample_site_with_an_autonormal_guide():
     assert abs(post["B"]["median"] - 0.5) < 0.05
     with pytest.raises(ValueError, match="No equation parameter has a prior"):
         PIDKL(X, y, physics.first_order_ode(), input_names=("t",)).equation_posterior()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_sparse_pidkl_trains_and_predicts_on_cuda():
+    X, y = _data(n=200)
+    model = SparsePIDKL(X, y, physics.first_order_ode(B=0.5, D=0.5), input_names=("t",),
+                        gamma=1.0, m=8, num_inducing=16, batch_size=64).to("cuda")
+    result = fit(model, num_steps=20, progress=False, seed=0)
+    assert np.isfinite(result.losses).all()
+    mean, var = model(np.linspace(0, 1, 5)[:, None])
+    assert mean.device.type == "cuda" and torch.isfinite(var).all()

@@ -3,6 +3,7 @@ reference ``.mat`` folds."""
 
 from .base import Dataset
 from .burgers import burgers, cole_hopf, solve_burgers
+from .heat2d import heat_2d, solve_heat_2d
 from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import load_mat_fold, load_reference_diffusion, load_reference_ode
@@ -16,11 +17,13 @@ __all__ = [
     "cole_hopf",
     "find_jura",
     "find_pm25",
+    "heat_2d",
     "jura",
     "load_jura",
     "load_pm25_fold",
     "pm25",
     "solve_burgers",
+    "solve_heat_2d",
     "diffusion_1d",
     "first_order_ode",
     "load_mat_fold",

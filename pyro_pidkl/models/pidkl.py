@@ -116,6 +116,12 @@ class PIDKL(DKL):
                                         init_scale=0.05)
         self.equation_guide = equation_guide
 
+    def _apply(self, fn, *args, **kwargs):
+        # model.to(device) / .double(): the domain's tensors follow the module's
+        out = super()._apply(fn, *args, **kwargs)
+        self.domain = self.domain.apply(fn)
+        return out
+
     # -- configuration helpers ---------------------------------------------------------
     def _source_columns(self, source_inputs):
         if source_inputs == "equation":
