@@ -11,9 +11,10 @@ nbclient = pytest.importorskip("nbclient", reason="notebook extra not installed"
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
-def test_there_are_four_notebooks():
+def test_there_are_five_notebooks():
     assert [p.stem for p in NOTEBOOKS] == ["01_quickstart", "02_write_your_own_equation",
-                                           "03_diffusion", "04_model_code"]
+                                           "03_diffusion", "04_model_code",
+                                           "05_full_vi_vs_collapsed"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
