@@ -131,10 +131,15 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    r = sub.add_parser("reproduce", help="the paper's experiment, honest protocol, several seeds")
+    epilog = "experiments and their methods (* default):\n" + "\n".join(
+        f"  {name:<10} " + ", ".join(m + ("*" if m in e.default_methods else "")
+                                     for m in e.methods)
+        for name, e in EXPERIMENTS.items())
+    r = sub.add_parser("reproduce", help="the paper's experiment, honest protocol, several seeds",
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    r.add_argument("--methods", default=None, help="comma-separated (default: all of the "
-                   "experiment's methods; 'lfm' stands for all its latent force models)")
+    r.add_argument("--methods", default=None, help="comma-separated (default: the "
+                   "experiment's default methods; 'lfm' stands for all its latent force models)")
     r.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default 0-4)")
     r.add_argument("--steps", type=int, default=None, help="steps per fit (default: protocol)")
     r.add_argument("--out", default="runs", help="output folder (default runs/)")

@@ -59,7 +59,9 @@ class Experiment:
     training data), ``model_kwargs`` options shared by all methods (noise floor, ...),
     ``lfm`` the latent force models run as baselines (method name -> :class:`LFM` options),
     ``data_env`` the environment variable that points the loader at its file,
-    ``bayes_equation()`` the equation with priors on its parameters (``pidkl-bayes``)."""
+    ``bayes_equation()`` the equation with priors on its parameters (``pidkl-bayes``),
+    ``methods`` those it can run and ``default_methods`` those ``pidkl reproduce`` runs
+    when none are named (default: all)."""
 
     name: str
     dataset: Callable
@@ -68,6 +70,7 @@ class Experiment:
     domain: dict
     protocol: Protocol = field(default_factory=Protocol)
     methods: tuple = ("pidkl", "dkl", "skl")
+    default_methods: tuple = None
     model_kwargs: dict = field(default_factory=dict)
     pidkl_kwargs: dict = field(default_factory=dict)
     description: str = ""
@@ -75,6 +78,10 @@ class Experiment:
     bayes_equation: Callable = None
     split_by_seed: bool = False
     data_env: str = None
+
+    def __post_init__(self):
+        if self.default_methods is None:
+            self.default_methods = self.methods
 
     def data(self, seed=0):
         """The task's :class:`~pyro_pidkl.datasets.Dataset` (split by ``seed`` when the
@@ -101,6 +108,7 @@ EXPERIMENTS = {
         domain={"t": (0.0, 1.0)},
         protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.5, cv_steps=500),
         methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "pidkl-svgp", "pidkl-bayes"),
+        default_methods=("pidkl", "dkl", "skl"),
         lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
     "diffusion": Experiment(
@@ -112,6 +120,7 @@ EXPERIMENTS = {
         protocol=Protocol(cv="kfold", cv_folds=3, cv_steps=500),
         methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "lfm3-fixed-t", "pidkl-svgp",
                  "pidkl-bayes"),
+        default_methods=("pidkl", "dkl", "skl"),
         lfm={**_lfm_forces(equation="heat", time="t", space=("x",), origin=0.0),
              "lfm3-fixed-t": dict(equation="heat", time=None, space=("x",), num_forces=3)},
         description="1dDiffusion: f_t = alpha f_xx; train on the slice t = 0.5, "

@@ -224,7 +224,7 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         raise ValueError(f"Unknown experiment {experiment_name!r}; expected one of "
                          f"{sorted(EXPERIMENTS)}")
     experiment = EXPERIMENTS[experiment_name]
-    methods = list(methods or experiment.methods)
+    methods = list(methods or experiment.default_methods)
     if "lfm" in methods:  # every latent force model of the experiment
         i = methods.index("lfm")
         methods[i:i + 1] = [m for m in experiment.lfm if m not in methods]
