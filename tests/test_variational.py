@@ -9,7 +9,7 @@ import pytest
 import torch
 from pyro import poutine
 
-from pyro_pidkl import PIDKL, Parameter, fit, physics
+from pyro_pidkl import PIDKL, Box, Parameter, fit, physics
 from pyro_pidkl.models import SparsePIDKL
 
 
@@ -135,3 +135,18 @@ def test_sparse_pidkl_trains_and_predicts_on_cuda():
     assert np.isfinite(result.losses).all()
     mean, var = model(np.linspace(0, 1, 5)[:, None])
     assert mean.device.type == "cuda" and torch.isfinite(var).all()
+
+
+def test_sparse_physics_draw_options():
+    X, y = _data(n=30)
+    for draw in ("conditional", "marginal"):
+        model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), m=4,
+                            num_inducing=8, batch_size=None, physics_draw=draw)
+        assert np.isfinite(fit(model, num_steps=3, progress=False, seed=0).losses).all()
+    with pytest.raises(ValueError, match="physics_draw"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), physics_draw="x")
+    with pytest.raises(ValueError, match="inducing_init"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), inducing_init="x")
+    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), num_inducing=50,
+                        inducing_init="domain", domain=Box(t=(0.0, 2.0)))
+    assert model.Xu.shape == (50, 1)

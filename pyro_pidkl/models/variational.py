@@ -38,8 +38,14 @@ __all__ = ["SparsePIDKL"]
 class SparsePIDKL(PIDKL):
     r"""Sparse variational PI-DKL (module docstring).
 
-    :param int num_inducing: :math:`M` inducing points (started at a random subset of the
-        training inputs).
+    :param int num_inducing: :math:`M` inducing points.
+    :param str inducing_init: where they start: ``"data"`` (a random subset of the training
+        inputs) or ``"domain"`` (uniform draws from the domain of :math:`Z`, which covers
+        where the physics acts, e.g. an extrapolation range).
+    :param str physics_draw: the function pushed through the equation: ``"conditional"``
+        (default) :math:`\mu(x; v) + \epsilon\sqrt{s(x)}` with :math:`v \sim q(v)`, or
+        ``"marginal"``: :math:`\mu_q(x) + \epsilon\sqrt{v_q(x)}` from the marginal
+        :math:`q(f(x))`, the exact model's construction.
     :param int batch_size: :math:`B`, data points per step (``None``: all, no subsampling).
     :param float prediction_batch: test points per block in :meth:`forward`.
     Other arguments as :class:`~pyro_pidkl.models.PIDKL` (``gamma = 0`` gives sparse DKL).
@@ -48,7 +54,8 @@ class SparsePIDKL(PIDKL):
     max_plate_nesting = 1
 
     def __init__(self, X, y, equation, input_names=None, num_inducing=100, batch_size=1000,
-                 prediction_batch=10000, inducing_seed=0, **kwargs):
+                 prediction_batch=10000, inducing_seed=0, inducing_init="data",
+                 physics_draw="conditional", **kwargs):
         super().__init__(X, y, equation, input_names, **kwargs)
         N = self.X.shape[0]
         if int(num_inducing) != num_inducing or num_inducing < 1:
@@ -57,12 +64,26 @@ class SparsePIDKL(PIDKL):
         if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
             raise ValueError(f"Expected batch_size to be None or an integer >= 1; got "
                              f"{batch_size!r}")
+        if physics_draw not in ("marginal", "conditional"):
+            raise ValueError(f"Expected physics_draw 'marginal' or 'conditional'; got "
+                             f"{physics_draw!r}")
+        self.physics_draw = physics_draw
         self.batch_size = None if batch_size is None or batch_size >= N else int(batch_size)
         self.prediction_batch = int(prediction_batch)
         gen = torch.Generator().manual_seed(int(inducing_seed))
-        idx = torch.randperm(N, generator=gen)[:M].to(self.X.device)
         dtype = self.X.dtype
-        self.Xu = PyroParam(self.X_s[idx].clone())
+        if inducing_init == "data":
+            idx = torch.randperm(N, generator=gen)[:M].to(self.X.device)
+            Xu = self.X_s[idx].clone()
+        elif inducing_init == "domain":
+            M = int(num_inducing)
+            with pyro.poutine.block(), torch.random.fork_rng():
+                torch.manual_seed(int(inducing_seed))
+                Xu = self.standardizer.x_to_model(self.domain.distribution(M).sample())
+        else:
+            raise ValueError(f"Expected inducing_init 'data' or 'domain'; got {inducing_init!r}")
+        self.Xu = PyroParam(Xu)
+        M = Xu.shape[0]
         self.u_loc = PyroParam(torch.zeros(M, dtype=dtype, device=self.X.device))
         self.u_scale_tril = PyroParam(0.1 * torch.eye(M, dtype=dtype, device=self.X.device),
                                       constraints.lower_cholesky)
@@ -118,7 +139,7 @@ class SparsePIDKL(PIDKL):
         if self.gamma > 0:
             Z = pyro.sample("Z", self.domain.distribution(self.m))
             eps = self.sample_eps()
-            h = self.residual((v, Luu), Z, eps)
+            h = self.residual((None if self.physics_draw == "marginal" else v, Luu), Z, eps)
             pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
 
     @pyro_method
