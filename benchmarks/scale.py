@@ -30,7 +30,6 @@ def _peak_mib():
 def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10, lr=0.01,
              device="cpu", threads=0, seed=0, time_only=False):
     """Train one model on ``heat_2d(N)``; returns a dict of measurements."""
-    import numpy as np
     import pyro
     import torch
     from pyro.infer import Trace_ELBO

@@ -31,10 +31,12 @@ def _optimal_q(model):
         return m, torch.linalg.cholesky(S)
 
 
-def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
-    X, y = _data()
+def _sparse_at_optimum_and_exact(n):
+    """A sparse model with Xu = X and the optimal q(v), and the exact model sharing its
+    kernel and noise."""
+    X, y = _data(n=n)
     model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
-                        num_inducing=40, batch_size=None)
+                        num_inducing=n, batch_size=None)
     with torch.no_grad():
         model.Xu = model.X_s.clone()
         m, S_tril = _optimal_q(model)
@@ -42,6 +44,11 @@ def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
     exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
     exact.load_state_dict({k: v for k, v in model.state_dict().items()
                            if k in exact.state_dict()})
+    return model, exact
+
+
+def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
+    model, exact = _sparse_at_optimum_and_exact(40)
     Xnew = np.linspace(-0.2, 1.2, 15)[:, None]
     mean_s, var_s = model(Xnew)
     mean_e, var_e = exact(Xnew)
@@ -52,16 +59,8 @@ def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
 
 def test_sparse_elbo_at_the_optimum_is_the_log_marginal_likelihood():
     # with Xu = X and the optimal q, the collapsed bound is tight: E[-loss] = log p(y)
-    X, y = _data(n=20)
-    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
-                        num_inducing=20, batch_size=None)
+    model, exact = _sparse_at_optimum_and_exact(20)
     with torch.no_grad():
-        model.Xu = model.X_s.clone()
-        m, S_tril = _optimal_q(model)
-        model.u_loc, model.u_scale_tril = m, S_tril
-        exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
-        exact.load_state_dict({k: v for k, v in model.state_dict().items()
-                               if k in exact.state_dict()})
         log_p = float(exact.posterior().log_marginal())
         estimates = []
         for _ in range(1500):
