@@ -138,7 +138,9 @@ EXPERIMENTS = {
     "pm25": Experiment(
         "pm25", datasets.pm25, lambda: physics.diffusion_2d(alpha=1e-4, x="lon", y="lat"),
         {"alpha": 1e-4}, domain={},
-        protocol=Protocol(**_REAL), split_by_seed=True, data_env="PIDKL_PM25",
+        protocol=Protocol(**{**_REAL, "cv_folds": 2,
+                             "grid": {"gamma": (0.01, 0.1, 1.0, 10.0), "m": (10,)}}),
+        split_by_seed=True, data_env="PIDKL_PM25",
         description="PM2.5: f_t - alpha (f_lon,lon + f_lat,lat) = g; 500 random training "
                     "points per seed, 2000 for test"),
     "burgers": Experiment(
