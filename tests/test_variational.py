@@ -149,3 +149,20 @@ def test_sparse_physics_draw_options():
     model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), num_inducing=50,
                         inducing_init="domain", domain=Box(t=(0.0, 2.0)))
     assert model.Xu.shape == (50, 1)
+
+
+def test_sparse_data_term_never_rewards_a_negative_conditional_variance(monkeypatch):
+    X, y = _data(n=30)
+    model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
+                        num_inducing=8, batch_size=None)
+    real = model.conditional
+
+    def rounded(U, v, Luu, full_cov=False):
+        mu, var = real(U, v, Luu, full_cov)
+        return mu, var - 10.0     # what cancellation in k_ii - q_ii can produce
+    monkeypatch.setattr(model, "conditional", rounded)
+    tr = poutine.trace(model.model).get_trace()
+    tr.compute_log_prob()
+    mu, _ = real(model.X_s, tr.nodes["u"]["value"], model._Luu())
+    bound = dist.Normal(mu, model.noise.sqrt()).log_prob(model.y_s)
+    torch.testing.assert_close(tr.nodes["data"]["log_prob"], bound)

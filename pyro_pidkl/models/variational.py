@@ -133,6 +133,10 @@ class SparsePIDKL(PIDKL):
         N = self.X.shape[0]
         with pyro.plate("points", N, subsample_size=self.batch_size) as idx:
             mu, var = self.conditional(self.X_s[idx], v, Luu)
+            # s_i >= 0 exactly; rounding in k_ii - q_ii can make it negative when K_uu is
+            # ill-conditioned, and a negative s_i would be an unbounded reward (a fit at
+            # N = 1e4 reached a loss of -6e156 that way)
+            var = var.clamp(min=0.0)
             y = self.y_s[idx]
             pyro.factor("data", dist.Normal(mu, self.noise.sqrt()).log_prob(y)
                         - var / (2 * self.noise))
@@ -168,6 +172,7 @@ class SparsePIDKL(PIDKL):
             Luu = self._Luu()
             for block in torch.split(self.standardizer.x_to_model(Xnew), self.prediction_batch):
                 mu, var = self.conditional(block, None, Luu)
+                var = var.clamp(min=0.0)
                 means.append(mu)
                 variances.append(var if noiseless else var + self.noise)
         mean, var = torch.cat(means), torch.cat(variances)
