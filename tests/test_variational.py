@@ -41,6 +41,7 @@ def _sparse_at_optimum_and_exact(n):
         model.Xu = model.X_s.clone()
         m, S_tril = _optimal_q(model)
         model.u_loc, model.u_scale_tril = m, S_tril
+        model.min_scale = 0.0
     exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
     exact.load_state_dict({k: v for k, v in model.state_dict().items()
                            if k in exact.state_dict()})

@@ -16,7 +16,7 @@ values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and :math:`q(v) = \mathc
 
 (Hensman, Fusi, Lawrence 2013; :func:`pyro.contrib.gp.util.conditional` with
 ``whiten=True``). In Pyro: the sample site ``u`` (whitened) with guide
-``MultivariateNormal(u_loc, u_scale_tril)``, a ``data`` factor inside
+``MultivariateNormal(u_loc, u_scale_tril + min_scale I)``, a ``data`` factor inside
 ``pyro.plate("points", N, subsample_size=B)`` (Pyro scales it by :math:`N/B`), and the same
 ``Z``, ``eps`` and ``physics`` sites as :class:`~pyro_pidkl.models.PIDKL`. Memory is
 :math:`O(BM + M^2)` per step whatever :math:`N`; time per epoch is linear in :math:`N`.
@@ -86,7 +86,19 @@ class SparsePIDKL(PIDKL):
         M = Xu.shape[0]
         self.u_loc = PyroParam(torch.zeros(M, dtype=dtype, device=self.X.device))
         self.u_scale_tril = PyroParam(0.1 * torch.eye(M, dtype=dtype, device=self.X.device),
-                                      constraints.lower_cholesky)
+                                      constraints.lower_cholesky)  # plus min_scale * I
+
+    #: floor on the diagonal of the scale of q(v) (whitened units): without it the optimiser
+    #: drove it towards 0 until L^{-1}(u - m) lost all precision and log q(u) reached -1e21
+    #: (a fit at N = 1e4, 140 steps); with it q(v) keeps a standard deviation >= 1e-3
+    min_scale = 1e-3
+
+    @property
+    def q_scale_tril(self):
+        """Scale of :math:`q(v)`: ``u_scale_tril`` with ``min_scale`` added on its diagonal."""
+        M = self.u_loc.shape[0]
+        return self.u_scale_tril + self.min_scale * torch.eye(M, dtype=self.u_loc.dtype,
+                                                              device=self.u_loc.device)
 
     @property
     def num_inducing(self):
@@ -104,7 +116,7 @@ class SparsePIDKL(PIDKL):
         r""":math:`\mu(U; v)` and :math:`s(U)` at standardised points ``U`` ``(B, d)`` given
         whitened inducing values ``v`` ``(M,)`` (or ``q(v)`` when ``v`` is ``None``)."""
         if v is None:
-            return conditional(U, self.Xu, self.kernel, self.u_loc, self.u_scale_tril, Luu,
+            return conditional(U, self.Xu, self.kernel, self.u_loc, self.q_scale_tril, Luu,
                                full_cov=full_cov, whiten=True)
         return conditional(U, self.Xu, self.kernel, v, None, Luu, full_cov=full_cov,
                            whiten=True)
@@ -148,11 +160,11 @@ class SparsePIDKL(PIDKL):
 
     @pyro_method
     def guide(self):
-        """``q(u) = MVN(u_loc, u_scale_tril)``; ``Z``, ``eps`` from their priors; the
+        """``q(u) = MVN(u_loc, u_scale_tril + min_scale I)``; ``Z``, ``eps`` from their priors; the
         equation guide over Bayesian equation parameters, if any."""
         if self.equation_guide is not None:
             self.equation_guide()
-        pyro.sample("u", dist.MultivariateNormal(self.u_loc, scale_tril=self.u_scale_tril))
+        pyro.sample("u", dist.MultivariateNormal(self.u_loc, scale_tril=self.q_scale_tril))
         if self.gamma > 0:
             pyro.sample("Z", self.domain.distribution(self.m))
             self.sample_eps()
