@@ -5,7 +5,7 @@ from .domain import Box, Gaussian
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
 from .metrics import coverage, nrmse, rmse, test_log_predictive_density
-from .models import DKL, LFM, PIDKL, SKL, ExactGP
+from .models import DKL, LFM, PIDKL, SKL, ExactGP, SparsePIDKL
 from .nn import MLP
 from .physics import Equation, Parameter
 from .posterior import GPPosterior
@@ -30,6 +30,7 @@ __all__ = sorted([
     "PIDKLError",
     "Parameter",
     "SKL",
+    "SparsePIDKL",
     "__version__",
     "baselines",
     "coverage",
