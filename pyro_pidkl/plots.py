@@ -1,5 +1,7 @@
 """Figures like the paper's: 1-D predictive bands, 2-D error and sd maps (headless PNG)."""
 
+import textwrap
+
 import numpy as np
 
 __all__ = ["bands_1d", "calibration", "comparison", "experiment_figure", "maps_2d"]
@@ -135,7 +137,7 @@ def comparison(summary_rows, path, title=""):
                capsize=4)
         ax.set_title(label, fontsize=9)
         ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
