@@ -15,7 +15,7 @@ def _run(cmd, tmp_path):
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed missing")
 def test_two_process_ddp_matches_one_process(tmp_path):
-    args = ["--N", "1500", "--steps", "250", "--M", "32", "--B", "128", "--threads", "1"]
+    args = ["--N", "1500", "--steps", "400", "--M", "32", "--B", "128", "--threads", "1"]
     _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
           "2", "-m", "pyro_pidkl.distributed", *args, "--out", str(tmp_path / "ddp.json")],
          tmp_path)
@@ -29,6 +29,6 @@ def test_two_process_ddp_matches_one_process(tmp_path):
             for r in (0, 1)]
     assert sums[0] == pytest.approx(sums[1], rel=1e-12, abs=1e-9)
     # both learned the task (the test targets have sd 0.285) and agree within the
-    # optimisation noise of 250 stochastic steps
+    # optimisation noise of 400 stochastic steps (at 250 they were 0.22 and 0.12: too early)
     assert ddp["rmse"] < 0.15 and one["rmse"] < 0.15
     assert abs(ddp["rmse"] - one["rmse"]) < 0.5 * max(ddp["rmse"], one["rmse"])
