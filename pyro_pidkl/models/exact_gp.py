@@ -81,15 +81,24 @@ class ExactGP(PyroModule):
 
         :returns: ``(mean (M,), var (M,))`` or ``(mean, cov (M, M))`` with ``full_cov``.
         """
-        Xnew, _ = as_inputs(Xnew, self.input_names, self.X.dtype, what="Xnew")
-        Xnew = Xnew.to(self.X.device)
+        Xnew = self._check_new_inputs(Xnew)
         with torch.no_grad():
-            mean, var = self.posterior().mean_var(self.standardizer.x_to_model(Xnew), full_cov)
+            mean, var = self._predict(self.standardizer.x_to_model(Xnew), full_cov)
             if not noiseless:
                 var = var + (self.noise * torch.eye(var.shape[-1], dtype=var.dtype,
                                                     device=var.device) if full_cov
                              else self.noise)
         return self.standardizer.f_to_user(mean), self.standardizer.var_to_user(var)
+
+    def _check_new_inputs(self, Xnew):
+        """``Xnew`` checked (shape, finiteness) as a tensor on the model's device."""
+        Xnew, _ = as_inputs(Xnew, self.input_names, self.X.dtype, what="Xnew")
+        return Xnew.to(self.X.device)
+
+    def _predict(self, U, full_cov):
+        """Mean and variance (or covariance) of the standardised ``f`` at standardised
+        points ``U``; subclasses with another posterior override this."""
+        return self.posterior().mean_var(U, full_cov)
 
     def noise_variance(self):
         """Noise variance :math:`\\sigma^2` in the user's units (a float)."""

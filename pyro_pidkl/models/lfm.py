@@ -93,11 +93,11 @@ class LFM(ExactGP):
             raise ValueError(f"Expected {what}[:, {self.time_name!r}] >= origin {self.origin} "
                              f"(the equation starts there); got min {float(t.min()):g}")
 
-    def forward(self, Xnew, full_cov=False, noiseless=True):
+    def _check_new_inputs(self, Xnew):
+        Xnew = super()._check_new_inputs(Xnew)
         if self.time_name is not None:
-            self._check_times(torch.as_tensor(Xnew, dtype=self.X.dtype).reshape(
-                -1, self.input_dim), "Xnew")
-        return super().forward(Xnew, full_cov, noiseless)
+            self._check_times(Xnew, "Xnew")
+        return Xnew
 
     def equation_parameters(self):
         """The learned physical parameter: ``{"D": ...}`` for the ODE, ``{"alpha": ...}`` for

@@ -60,7 +60,6 @@ class SparsePIDKL(PIDKL):
         N = self.X.shape[0]
         if int(num_inducing) != num_inducing or num_inducing < 1:
             raise ValueError(f"Expected num_inducing to be an integer >= 1; got {num_inducing!r}")
-        M = min(int(num_inducing), N)
         if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
             raise ValueError(f"Expected batch_size to be None or an integer >= 1; got "
                              f"{batch_size!r}")
@@ -73,13 +72,13 @@ class SparsePIDKL(PIDKL):
         gen = torch.Generator().manual_seed(int(inducing_seed))
         dtype = self.X.dtype
         if inducing_init == "data":
-            idx = torch.randperm(N, generator=gen)[:M].to(self.X.device)
+            idx = torch.randperm(N, generator=gen)[:int(num_inducing)].to(self.X.device)
             Xu = self.X_s[idx].clone()
         elif inducing_init == "domain":
-            M = int(num_inducing)
             with pyro.poutine.block(), torch.random.fork_rng():
                 torch.manual_seed(int(inducing_seed))
-                Xu = self.standardizer.x_to_model(self.domain.distribution(M).sample())
+                Xu = self.standardizer.x_to_model(
+                    self.domain.distribution(int(num_inducing)).sample())
         else:
             raise ValueError(f"Expected inducing_init 'data' or 'domain'; got {inducing_init!r}")
         self.Xu = PyroParam(Xu)
@@ -169,23 +168,16 @@ class SparsePIDKL(PIDKL):
             pyro.sample("Z", self.domain.distribution(self.m))
             self.sample_eps()
 
-    def forward(self, Xnew, full_cov=False, noiseless=True):
-        r"""Predictive mean and variance of :math:`f` (or :math:`y`) at ``Xnew`` under
-        :math:`q(v)`, in blocks of ``prediction_batch`` points."""
+    def _predict(self, U, full_cov):
+        r"""Mean and variance of :math:`f` under :math:`q(v)` at standardised points ``U``,
+        in blocks of ``prediction_batch`` points (marginal variances only)."""
         if full_cov:
             raise ValueError("SparsePIDKL.forward returns marginal variances only; got "
                              "full_cov=True")
-        from ..data import as_inputs
-
-        Xnew, _ = as_inputs(Xnew, self.input_names, self.X.dtype, what="Xnew")
-        Xnew = Xnew.to(self.X.device)
+        Luu = self._Luu()
         means, variances = [], []
-        with torch.no_grad():
-            Luu = self._Luu()
-            for block in torch.split(self.standardizer.x_to_model(Xnew), self.prediction_batch):
-                mu, var = self.conditional(block, None, Luu)
-                var = var.clamp(min=0.0)
-                means.append(mu)
-                variances.append(var if noiseless else var + self.noise)
-        mean, var = torch.cat(means), torch.cat(variances)
-        return self.standardizer.f_to_user(mean), self.standardizer.var_to_user(var)
+        for block in torch.split(U, self.prediction_batch):
+            mu, var = self.conditional(block, None, Luu)
+            means.append(mu)
+            variances.append(var.clamp(min=0.0))
+        return torch.cat(means), torch.cat(variances)
