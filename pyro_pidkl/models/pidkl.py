@@ -229,11 +229,8 @@ class PIDKL(DKL):
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}`` (posterior medians of
         Bayesian ones)."""
+        posterior = self.equation_posterior(num_samples=501) if self.bayesian_sites else {}
         with torch.no_grad():
-            values = {}
-            for name in self.equation.parameter_names:
-                if f"equation.{name}" in self.bayesian_sites:
-                    values[name] = self.equation_posterior(num_samples=501)[name]["median"]
-                else:
-                    values[name] = getattr(self.equation, name).detach().cpu().tolist()
-            return values
+            return {name: posterior[name]["median"] if name in posterior
+                    else getattr(self.equation, name).detach().cpu().tolist()
+                    for name in self.equation.parameter_names}
