@@ -33,10 +33,9 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     import pyro
     import torch
     from pyro.infer import Trace_ELBO
-    from pyro.infer.util import zero_grads
-    from pyro import poutine
 
     from pyro_pidkl import PIDKL, physics
+    from pyro_pidkl.infer import svi_step
     from pyro_pidkl.datasets import heat_2d
     from pyro_pidkl.diagnostics import predictive_scores
     from pyro_pidkl.domain import Box
@@ -60,19 +59,10 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     steps = 1 if time_only else (steps or max(min_steps, epochs * per_epoch))
     pyro.clear_param_store()
     elbo, optim = Trace_ELBO(), pyro.optim.Adam({"lr": lr})
-
-    def step():
-        with poutine.trace(param_only=True) as capture:
-            loss = elbo.loss_and_grads(model.model, model.guide)
-        params = {s["value"].unconstrained() for s in capture.trace.nodes.values()}
-        optim(params)
-        zero_grads(params)
-        return loss
-
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     start = time.perf_counter()
     for _ in range(steps):
-        loss = step()
+        loss = svi_step(model, elbo, optim)
     sync()
     seconds = time.perf_counter() - start
     out = {"N": N, "method": method, "device": str(device), "steps": steps,

@@ -29,6 +29,7 @@ def time_case(N, m, repeats=5, threads=0, seed=0):
     from pyro.infer import Trace_ELBO
 
     from . import DKL, PIDKL, physics
+    from .infer import svi_step
 
     if threads:
         torch.set_num_threads(threads)
@@ -45,15 +46,9 @@ def time_case(N, m, repeats=5, threads=0, seed=0):
         pyro.clear_param_store()
         elbo = Trace_ELBO()
         optim = pyro.optim.Adam({"lr": 1e-3})
-        from pyro import poutine
-        from pyro.infer.util import zero_grads
 
         def step():
-            with poutine.trace(param_only=True) as capture:
-                elbo.loss_and_grads(model.model, model.guide)
-            params = {s["value"].unconstrained() for s in capture.trace.nodes.values()}
-            optim(params)
-            zero_grads(params)
+            svi_step(model, elbo, optim)
         step()
         step()
         times = []
