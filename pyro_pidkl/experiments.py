@@ -154,8 +154,8 @@ EXPERIMENTS = {
 }
 
 
-#: options of the sparse variational variant in the experiments: all points in one batch
-#: (the simulations have N <= 100) and as many inducing points as that allows
+#: options of the sparse variational variant in the experiments: 64 inducing points and
+#: batches of 256 (the simulations have N <= 101, so each step sees every point)
 VARIANT_SVGP = {"num_inducing": 64, "batch_size": 256}
 
 #: the full-VI variants run without cross-validation, at gamma = 1 and m = 10

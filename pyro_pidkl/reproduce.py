@@ -203,7 +203,7 @@ def markdown_table(records):
     for row in summarize(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
-        if len(row.get("m", [])) > 1 or row.get("m", [10]) != [10]:
+        if row.get("m", [10]) != [10]:  # say m when the CV chose other than 10
             gamma += "; m " + ", ".join(str(m) for m in row["m"])
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
                      f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
