@@ -11,7 +11,7 @@ Fourier solver, noise sd 0.05), trains, and prints one JSON line:
   is timed if ``N <= --exact-time-max`` (no RMSE: it cannot be trained here).
 
     python benchmarks/scale.py [--N 1000,10000,100000,1000000] [--device cpu|cuda]
-                               [--out docs/results/scale.jsonl]
+                               [--methods sparse,exact] [--out docs/results/scale.jsonl]
 """
 
 import argparse
@@ -58,7 +58,8 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     model = model.to(device)
     steps = 1 if time_only else (steps or max(min_steps, epochs * per_epoch))
     pyro.clear_param_store()
-    elbo, optim = Trace_ELBO(), pyro.optim.Adam({"lr": lr})
+    elbo = getattr(model, "elbo_class", Trace_ELBO)(max_plate_nesting=1)
+    optim = pyro.optim.Adam({"lr": lr})
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     start = time.perf_counter()
     for _ in range(steps):
@@ -89,6 +90,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--N", default="1000,10000,100000,1000000")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--methods", default="sparse,exact", help="which of sparse,exact to run")
     p.add_argument("--exact-max", type=int, default=1000, help="largest N trained exactly")
     p.add_argument("--exact-time-max", type=int, default=10000,
                    help="largest N whose exact step is timed once")
@@ -101,11 +103,17 @@ def main(argv=None):
     args = p.parse_args(argv)
     machine = {"machine": platform.machine(), "cpus": multiprocessing.cpu_count(),
                "python": platform.python_version()}
+    methods = set(args.methods.split(","))
+    if not methods <= {"sparse", "exact"}:
+        p.error(f"--methods: expected a subset of sparse,exact; got {args.methods!r}")
     cases = []
     for N in (int(float(n)) for n in args.N.split(",")):
         common = dict(N=N, device=args.device, threads=args.threads,
                       min_steps=args.min_steps)
-        cases.append(dict(common, method="sparse", epochs=args.epochs, M=args.M, B=args.B))
+        if "sparse" in methods:
+            cases.append(dict(common, method="sparse", epochs=args.epochs, M=args.M, B=args.B))
+        if "exact" not in methods:
+            continue
         if N <= args.exact_max:
             cases.append(dict(common, method="exact"))
         elif N <= args.exact_time_max:

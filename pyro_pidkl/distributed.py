@@ -33,7 +33,8 @@ class ELBOLoss(nn.Module):
     def __init__(self, model, elbo=None):
         super().__init__()
         self.model = model
-        self.elbo = elbo or Trace_ELBO(max_plate_nesting=getattr(model, "max_plate_nesting", 0))
+        elbo_class = getattr(model, "elbo_class", Trace_ELBO)
+        self.elbo = elbo or elbo_class(max_plate_nesting=getattr(model, "max_plate_nesting", 0))
 
     def forward(self):
         return self.elbo.differentiable_loss(self.model.model, self.model.guide)

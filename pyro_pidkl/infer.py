@@ -72,7 +72,9 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         ``lr_final`` over the fit (``ClippedAdam`` with ``lrd``), which quiets the final
         iterate of a stochastic objective.
     :param optimizer: a ``pyro.optim`` optimiser (default ``Adam({"lr": lr})``).
-    :param loss: an ELBO (default ``Trace_ELBO``).
+    :param loss: an ELBO (default: the model's ``elbo_class`` if it has one, e.g.
+        ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`, else
+        ``Trace_ELBO``).
     :param guide: a guide overriding ``model.guide``.
     :param callback: ``callback(step, loss)`` after each step.
     :returns: :class:`FitResult`.
@@ -93,7 +95,8 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         optimizer = pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
     optimizer = optimizer or pyro.optim.Adam({"lr": lr})
     if loss is None:
-        loss = Trace_ELBO(num_particles=int(num_particles),
+        elbo_class = getattr(model, "elbo_class", Trace_ELBO)
+        loss = elbo_class(num_particles=int(num_particles),
                           vectorize_particles=bool(vectorize_particles) and num_particles > 1,
                           max_plate_nesting=getattr(model, "max_plate_nesting", 0))
     guide = guide or model.guide
