@@ -28,7 +28,7 @@ def _peak_mib():
 
 
 def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10, lr=0.01,
-             device="cpu", threads=0, seed=0, time_only=False):
+             lr_final=None, device="cpu", threads=0, seed=0, time_only=False):
     """Train one model on ``heat_2d(N)``; returns a dict of measurements."""
     import pyro
     import torch
@@ -59,7 +59,11 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     steps = 1 if time_only else (steps or max(min_steps, epochs * per_epoch))
     pyro.clear_param_store()
     elbo = getattr(model, "elbo_class", Trace_ELBO)(max_plate_nesting=1)
-    optim = pyro.optim.Adam({"lr": lr})
+    if lr_final is None:
+        optim = pyro.optim.Adam({"lr": lr})
+    else:  # geometric decay from lr to lr_final over the run, as fit(lr_final=...)
+        optim = pyro.optim.ClippedAdam({"lr": lr, "lrd": (lr_final / lr) ** (1.0 / steps),
+                                        "clip_norm": 1e6})
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     start = time.perf_counter()
     for _ in range(steps):
@@ -72,8 +76,11 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
            "peak_rss_mib": _peak_mib(), "threads": torch.get_num_threads()}
     if method == "sparse":
         out.update(M=M, B=B)
+    out.update(lr=lr, lr_final=lr_final)
+    out["torch"] = torch.__version__
     if str(device).startswith("cuda"):
         out["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2 ** 20
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
     if not time_only:
         mean, var = model(data.X_test, noiseless=False)
         scores = predictive_scores(mean.cpu(), var.cpu(), data.y_test)
@@ -98,6 +105,8 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--M", type=int, default=128)
     p.add_argument("--B", type=int, default=1000)
+    p.add_argument("--lr-final", type=float, default=None,
+                   help="decay the learning rate (0.01) geometrically to this value")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", default=None, help="append the JSON lines to this file")
     args = p.parse_args(argv)
@@ -109,7 +118,7 @@ def main(argv=None):
     cases = []
     for N in (int(float(n)) for n in args.N.split(",")):
         common = dict(N=N, device=args.device, threads=args.threads,
-                      min_steps=args.min_steps)
+                      min_steps=args.min_steps, lr_final=args.lr_final)
         if "sparse" in methods:
             cases.append(dict(common, method="sparse", epochs=args.epochs, M=args.M, B=args.B))
         if "exact" not in methods:

@@ -3,6 +3,7 @@ final iterate, calibrated scores; records for ``results.json`` and a summary tab
 
 import functools
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -190,9 +191,11 @@ def calibration_markdown(records):
         if "coverage" not in row:
             continue
         cov = row["coverage"]
+        # PSIS-LOO needs the exact GP posterior: "—" for the sparse and LFM models
+        elpd = "—" if math.isnan(row["loo_elpd"]) else f"{row['loo_elpd']:.1f}"
         lines.append(f"| {row['experiment']} | {row['method']} | {cov['0.5']:.2f} | "
                      f"{cov['0.8']:.2f} | {cov['0.9']:.2f} | {cov['0.95']:.2f} | "
-                     f"{row['pit_ks_pvalue']:.2g} | {row['loo_elpd']:.1f} |")
+                     f"{row['pit_ks_pvalue']:.2g} | {elpd} |")
     return "\n".join(lines)
 
 
