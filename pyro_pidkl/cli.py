@@ -87,7 +87,8 @@ def _reproduce_command(args):
         os.environ[env] = args.data  # read by the loader, here and in worker processes
     methods = args.methods.split(",") if args.methods else None
     records = reproduce(args.experiment, methods, _parse_seeds(args.seeds) if args.seeds else None,
-                        args.steps, args.out, args.jobs, progress=not args.quiet)
+                        args.steps, args.out, args.jobs, progress=not args.quiet,
+                        cv_score=args.cv_score)
     print(format_table(records))
     print(f"records: {args.out}/results.json; figure: {args.out}/{args.experiment}.png")
     return 0
@@ -148,6 +149,9 @@ def main(argv=None):
     r.add_argument("--threads", type=int, default=0, help="torch threads when --jobs 1")
     r.add_argument("--data", default=None, help="real-data experiments: the data file or "
                    "folder (default: $PIDKL_JURA / $PIDKL_PM25, then the usual places)")
+    r.add_argument("--cv-score", choices=("rmse", "lpd"), default=None,
+                   help="what PI-DKL's cross-validation maximises on the validation points "
+                        "(default: the experiment's protocol, rmse)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     t = sub.add_parser("table", help="markdown table from a results.json")
     t.add_argument("results")

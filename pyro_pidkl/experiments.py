@@ -35,6 +35,9 @@ class Protocol:
     :ivar cv: ``"holdout"`` (last ``cv_fraction`` of the training points along
         ``cv_column``) or ``"kfold"`` (``cv_folds`` random folds).
     :ivar cv_steps: steps of each cross-validation fit (default ``num_steps``).
+    :ivar cv_score: what the cross-validation maximises on the validation points:
+        ``"rmse"`` (lowest error) or ``"lpd"`` (highest log predictive density of y, which
+        also rewards calibrated variances).
     :ivar seeds: default seeds.
     """
 
@@ -48,6 +51,7 @@ class Protocol:
     cv_fraction: float = 0.2
     cv_folds: int = 5
     cv_steps: int = None
+    cv_score: str = "rmse"
     seeds: tuple = (0, 1, 2, 3, 4)
 
 

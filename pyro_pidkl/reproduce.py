@@ -37,8 +37,11 @@ def _splits(experiment, data, seed):
     return kfold_splits(len(data.y_train), p.cv_folds, seed)
 
 
-def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predictions=False):
+def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predictions=False,
+            cv_score=None):
     """Select (PI-DKL: gamma, m by CV on the training data), fit and score one run.
+
+    ``cv_score`` (``"rmse"`` or ``"lpd"``) overrides the protocol's ``cv_score``.
 
     :returns: a record ``{experiment, method, seed, rmse, nrmse, test_lpd, coverage95,
         fit_seconds, hyper}`` (plus ``predictions`` when ``keep_predictions``).
@@ -58,14 +61,17 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     if method == "pidkl":  # gamma and m by cross-validation on the training data
         start = time.perf_counter()
         cv_steps = min(p.cv_steps or steps, steps)
+        cv_score = cv_score or p.cv_score
         build = functools.partial(_build_for_cv, experiment_name=experiment_name,
                                   input_names=data.input_names)
         cv = cross_validate(build, data.X_train, data.y_train, p.grid,
-                            splits=_splits(experiment, data, seed), score="rmse",
+                            splits=_splits(experiment, data, seed), score=cv_score,
                             fit_kwargs={**fit_kwargs, "num_steps": cv_steps, "seed": seed})
         config = cv.best
         cv_seconds = time.perf_counter() - start
-        hyper.update(config, cv=p.cv, cv_steps=cv_steps, cv_seconds=cv_seconds,
+        hyper.update(config, cv=p.cv, cv_score=cv_score, cv_steps=cv_steps,
+                     cv_seconds=cv_seconds, cv_lpd={json.dumps(r["config"]): r["lpd"]
+                                                    for r in cv.table},
                      cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
                      initial=experiment.initial)
     elif method in VARIANTS:  # full-VI variants: fixed gamma and m, no cross-validation
@@ -216,8 +222,9 @@ def markdown_table(records):
 
 
 def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="runs",
-              jobs=1, progress=True, figures=True):
+              jobs=1, progress=True, figures=True, cv_score=None):
     """Run ``methods`` x ``seeds`` of an experiment, write ``out/results.json`` and figures.
+    ``cv_score`` overrides the protocol's cross-validation score (``"rmse"`` or ``"lpd"``).
 
     :returns: the list of records.
     """
@@ -246,14 +253,14 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         for method, seed in tasks:
             bar.set_postfix(method=method, seed=seed)
             records.append(run_one(experiment_name, method, seed, num_steps,
-                                   keep_predictions=seed == keep))
+                                   keep_predictions=seed == keep, cv_score=cv_score))
             bar.update()
     else:
         threads = max(1, (os.cpu_count() or 1) // jobs)
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             futures = [pool.submit(run_one, experiment_name, method, seed, num_steps, threads,
-                                   seed == keep) for method, seed in tasks]
+                                   seed == keep, cv_score) for method, seed in tasks]
             for f in as_completed(futures):
                 records.append(f.result())
                 bar.update()

@@ -5,7 +5,7 @@ import pytest
 
 from pyro_pidkl.bench import time_case
 from pyro_pidkl.cli import main
-from pyro_pidkl.reproduce import format_table, markdown_table, reproduce, summarize
+from pyro_pidkl.reproduce import format_table, markdown_table, reproduce, run_one, summarize
 
 KEYS = {"experiment", "method", "seed", "rmse", "nrmse", "test_lpd", "coverage95",
         "fit_seconds", "hyper"}
@@ -90,3 +90,15 @@ def test_benchmark_case_reports_both_steps():
     assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
     assert row["ratio"] == pytest.approx(row["pidkl_step_s"] / row["dkl_step_s"])
     assert row["peak_rss_mib"] > 0
+
+
+@pytest.mark.parametrize("cv_score", ["rmse", "lpd"])
+def test_cross_validation_picks_the_best_configuration_by_the_chosen_score(cv_score):
+    record = run_one("ode", "pidkl", 0, num_steps=3, cv_score=cv_score)
+    hyper = record["hyper"]
+    assert hyper["cv_score"] == cv_score
+    chosen = json.dumps({"gamma": hyper["gamma"], "m": hyper["m"]})
+    if cv_score == "rmse":
+        assert hyper["cv_rmse"][chosen] == min(hyper["cv_rmse"].values())
+    else:
+        assert hyper["cv_lpd"][chosen] == max(hyper["cv_lpd"].values())
