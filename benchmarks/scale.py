@@ -32,10 +32,9 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     """Train one model on ``heat_2d(N)``; returns a dict of measurements."""
     import pyro
     import torch
-    from pyro.infer import Trace_ELBO
 
     from pyro_pidkl import PIDKL, physics
-    from pyro_pidkl.infer import svi_step
+    from pyro_pidkl.infer import decaying_adam, default_elbo, svi_step
     from pyro_pidkl.datasets import heat_2d
     from pyro_pidkl.diagnostics import predictive_scores
     from pyro_pidkl.domain import Box
@@ -58,12 +57,8 @@ def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10
     model = model.to(device)
     steps = 1 if time_only else (steps or max(min_steps, epochs * per_epoch))
     pyro.clear_param_store()
-    elbo = getattr(model, "elbo_class", Trace_ELBO)(max_plate_nesting=1)
-    if lr_final is None:
-        optim = pyro.optim.Adam({"lr": lr})
-    else:  # geometric decay from lr to lr_final over the run, as fit(lr_final=...)
-        optim = pyro.optim.ClippedAdam({"lr": lr, "lrd": (lr_final / lr) ** (1.0 / steps),
-                                        "clip_norm": 1e6})
+    elbo = default_elbo(model)
+    optim = pyro.optim.Adam({"lr": lr}) if lr_final is None else decaying_adam(lr, lr_final, steps)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     start = time.perf_counter()
     for _ in range(steps):

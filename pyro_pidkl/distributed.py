@@ -20,8 +20,9 @@ import time
 
 import pyro
 import torch
-from pyro.infer import Trace_ELBO
 from torch import nn
+
+from .infer import default_elbo
 
 __all__ = ["ELBOLoss", "fit_distributed"]
 
@@ -33,8 +34,7 @@ class ELBOLoss(nn.Module):
     def __init__(self, model, elbo=None):
         super().__init__()
         self.model = model
-        elbo_class = getattr(model, "elbo_class", Trace_ELBO)
-        self.elbo = elbo or elbo_class(max_plate_nesting=getattr(model, "max_plate_nesting", 0))
+        self.elbo = elbo or default_elbo(model)
 
     def forward(self):
         return self.elbo.differentiable_loss(self.model.model, self.model.guide)

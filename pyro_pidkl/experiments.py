@@ -162,8 +162,9 @@ EXPERIMENTS = {
 #: batches of 256 (the simulations have N <= 101, so each step sees every point)
 VARIANT_SVGP = {"num_inducing": 64, "batch_size": 256}
 
-#: the full-VI variants run without cross-validation, at gamma = 1 and m = 10
+#: the full-VI variants run without cross-validation, at ``VARIANT_CONFIG``
 VARIANTS = ("pidkl-svgp", "pidkl-bayes")
+VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 
 
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):

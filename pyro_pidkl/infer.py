@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from .errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
 
-__all__ = ["FitResult", "fit", "svi_step"]
+__all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
 
 
 @dataclass
@@ -35,6 +35,25 @@ class FitResult:
 
 def _params_and_grads_finite(params):
     return all(p.grad is None or torch.isfinite(p.grad).all() for p in params)
+
+
+def default_elbo(model, num_particles=1, vectorize_particles=False):
+    """The ELBO a model trains with: its ``elbo_class`` if it has one (e.g.
+    ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`), else ``Trace_ELBO``,
+    with the model's ``max_plate_nesting``."""
+    elbo_class = getattr(model, "elbo_class", Trace_ELBO)
+    return elbo_class(num_particles=int(num_particles),
+                      vectorize_particles=bool(vectorize_particles) and num_particles > 1,
+                      max_plate_nesting=getattr(model, "max_plate_nesting", 0))
+
+
+def decaying_adam(lr, lr_final, num_steps):
+    """Adam whose learning rate decays geometrically from ``lr`` to ``lr_final`` over
+    ``num_steps`` steps (``ClippedAdam`` with ``lrd``; the clipping is effectively off)."""
+    if not 0 < lr_final <= lr:
+        raise ValueError(f"Expected 0 < lr_final <= lr ({lr}); got {lr_final}")
+    lrd = (lr_final / lr) ** (1.0 / max(int(num_steps), 1))
+    return pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
 
 
 def svi_step(model, elbo, optimizer):
@@ -89,16 +108,10 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         pyro.set_rng_seed(seed)
     pyro.clear_param_store()
     if optimizer is None and lr_final is not None:
-        if not 0 < lr_final <= lr:
-            raise ValueError(f"Expected 0 < lr_final <= lr ({lr}); got {lr_final}")
-        lrd = (lr_final / lr) ** (1.0 / max(int(num_steps), 1))
-        optimizer = pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
+        optimizer = decaying_adam(lr, lr_final, num_steps)
     optimizer = optimizer or pyro.optim.Adam({"lr": lr})
     if loss is None:
-        elbo_class = getattr(model, "elbo_class", Trace_ELBO)
-        loss = elbo_class(num_particles=int(num_particles),
-                          vectorize_particles=bool(vectorize_particles) and num_particles > 1,
-                          max_plate_nesting=getattr(model, "max_plate_nesting", 0))
+        loss = default_elbo(model, num_particles, vectorize_particles)
     guide = guide or model.guide
     result = FitResult()
     start = time.perf_counter()

@@ -16,7 +16,7 @@ import pyro
 import torch
 
 from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
-from .experiments import EXPERIMENTS, VARIANTS, build_model
+from .experiments import EXPERIMENTS, VARIANT_CONFIG, VARIANTS, build_model
 from .infer import fit
 from .models import SparsePIDKL
 from .selection import cross_validate, holdout_split, kfold_splits
@@ -75,7 +75,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
                      cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
                      initial=experiment.initial)
     elif method in VARIANTS:  # full-VI variants: fixed gamma and m, no cross-validation
-        config = {"gamma": 1.0, "m": 10}
+        config = dict(VARIANT_CONFIG)
         hyper.update(config, cv=None, initial=experiment.initial)
     pyro.set_rng_seed(seed)
     model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
@@ -197,7 +197,7 @@ def calibration_markdown(records):
         if "coverage" not in row:
             continue
         cov = row["coverage"]
-        # PSIS-LOO needs the exact GP posterior: "—" for the sparse and LFM models
+        # PSIS-LOO needs the exact GP posterior: "—" for the sparse model
         elpd = "—" if math.isnan(row["loo_elpd"]) else f"{row['loo_elpd']:.1f}"
         lines.append(f"| {row['experiment']} | {row['method']} | {cov['0.5']:.2f} | "
                      f"{cov['0.8']:.2f} | {cov['0.9']:.2f} | {cov['0.95']:.2f} | "

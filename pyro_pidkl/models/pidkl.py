@@ -189,13 +189,23 @@ class PIDKL(DKL):
         L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
         return dist.MultivariateNormal(torch.zeros_like(h), scale_tril=L).log_prob(h)
 
+    def physics_factor(self, draw_args):
+        """The ``Z`` and ``eps`` sites and the ``physics`` factor on the draw that
+        :meth:`posterior_draw` makes of ``draw_args``."""
+        Z = pyro.sample("Z", self.domain.distribution(self.m))   # (..., m, d)
+        eps = self.sample_eps()                                  # (..., 1) or (..., m)
+        h = self.residual(draw_args, Z, eps)                     # (..., m)
+        pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
+
+    def sample_physics_priors(self):
+        """The guide's ``Z`` and ``eps``: drawn from their priors."""
+        pyro.sample("Z", self.domain.distribution(self.m))
+        self.sample_eps()
+
     @pyro_method
     def model(self):
         posterior = super().model()                              # pyro.factor("data", ...)
-        Z = pyro.sample("Z", self.domain.distribution(self.m))   # (..., m, d)
-        eps = self.sample_eps()                                  # (..., 1) or (..., m)
-        h = self.residual(posterior, Z, eps)                     # (..., m)
-        pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
+        self.physics_factor(posterior)
         return posterior
 
     @pyro_method
@@ -204,8 +214,7 @@ class PIDKL(DKL):
         equation guide over Bayesian equation parameters, if any."""
         if self.equation_guide is not None:
             self.equation_guide()
-        pyro.sample("Z", self.domain.distribution(self.m))
-        self.sample_eps()
+        self.sample_physics_priors()
 
     def equation_posterior(self, num_samples=2000, seed=0, prob=0.9):
         r"""Posterior summary of the Bayesian equation parameters from the guide:

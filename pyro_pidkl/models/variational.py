@@ -166,10 +166,7 @@ class SparsePIDKL(PIDKL):
                        - var / (2 * self.noise))
             pyro.factor("data", log_lik.expand(v.shape[:-1] + log_lik.shape))
         if self.gamma > 0:
-            Z = pyro.sample("Z", self.domain.distribution(self.m))
-            eps = self.sample_eps()
-            h = self.residual((None if self.physics_draw == "marginal" else v, Luu), Z, eps)
-            pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
+            self.physics_factor((None if self.physics_draw == "marginal" else v, Luu))
 
     @pyro_method
     def guide(self):
@@ -177,8 +174,7 @@ class SparsePIDKL(PIDKL):
         equation guide over Bayesian equation parameters, if any."""
         pyro.sample("u", dist.MultivariateNormal(self.u_loc, scale_tril=self.q_scale_tril))
         if self.gamma > 0:
-            pyro.sample("Z", self.domain.distribution(self.m))
-            self.sample_eps()
+            self.sample_physics_priors()
         # last, in the order the model meets the sites (TraceMeanField_ELBO checks the order)
         if self.equation_guide is not None:
             self.equation_guide()
