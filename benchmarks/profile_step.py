@@ -1,0 +1,55 @@
+"""Where a PI-DKL training step spends its time, next to a DKL step (torch.profiler).
+
+The ``pidkl bench`` case (1-D heat equation, d = 2) at one ``N`` and ``m``: each model takes
+3 warm-up steps, then 3 profiled steps; per model it prints the ops with the most self CPU
+time, with calls and milliseconds per step.
+
+    python benchmarks/profile_step.py [--N 1000] [--m 100] [--threads 2] [--rows 8]
+"""
+
+import argparse
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--N", type=int, default=1000)
+    p.add_argument("--m", type=int, default=100)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rows", type=int, default=8)
+    args = p.parse_args(argv)
+
+    import numpy as np
+    import pyro
+    import torch
+    from torch.profiler import profile
+
+    from pyro_pidkl import DKL, PIDKL, physics
+    from pyro_pidkl.infer import default_elbo, svi_step
+
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 1.0, (args.N, 2))
+    y = np.exp(-np.pi ** 2 * 0.1 * X[:, 1]) * np.sin(np.pi * X[:, 0])
+    y = y + 0.01 * rng.standard_normal(args.N)
+    steps = 3
+    for name in ("pidkl", "dkl"):
+        pyro.set_rng_seed(0)
+        pyro.clear_param_store()
+        model = (PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=args.m)
+                 if name == "pidkl" else DKL(X, y, input_names=("x", "t")))
+        elbo, optim = default_elbo(model), pyro.optim.Adam({"lr": 1e-3})
+        for _ in range(steps):
+            svi_step(model, elbo, optim)
+        with profile() as prof:
+            for _ in range(steps):
+                svi_step(model, elbo, optim)
+        ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in ops) / 1e3 / steps
+        print(f"{name} (N = {args.N}, m = {args.m}): {total:.1f} ms self CPU per step")
+        for e in ops[:args.rows]:
+            print(f"  {e.key:<36} {e.count // steps:>4} calls/step "
+                  f"{e.self_cpu_time_total / 1e3 / steps:8.1f} ms/step")
+
+
+if __name__ == "__main__":
+    main()
