@@ -11,7 +11,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--N", default="250,500,1000,2000")
     p.add_argument("--m", default="10,100")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=0)
     a = p.parse_args()
     run_benchmark([int(v) for v in a.N.split(",")], [int(v) for v in a.m.split(",")],

@@ -2,11 +2,15 @@
 
 For each case (N training points, m collocation points, the 1-D heat equation with second
 derivatives, d = 2 inputs) a fresh process builds both models on the same data, warms up,
-and times ``Trace_ELBO.loss_and_grads`` plus the Adam update; it prints a JSON line with
+and times ``Trace_ELBO.loss_and_grads`` plus the Adam update, the models' steps interleaved
+(each with its own parameter store) and the median over ``repeats`` kept; it prints a JSON line with
 both median times, their ratio, and the process's peak resident memory (``ru_maxrss``) minus
-its resident memory after the imports.
+its resident memory after the imports. ``pidkl_autograd_step_s`` / ``ratio_autograd`` time
+PI-DKL with ``derivatives="autograd"`` (autograd through the posterior for the physics
+term's derivatives) in the same process, for comparison with the closed-form default.
 """
 
+import functools
 import json
 import multiprocessing
 import resource
@@ -21,7 +25,7 @@ def _rss_mib():
     return pages * resource.getpagesize() / 2 ** 20
 
 
-def time_case(N, m, repeats=5, threads=0, seed=0):
+def time_case(N, m, repeats=15, threads=0, seed=0):
     """Median seconds per training step of PI-DKL and DKL at ``(N, m)``; a dict."""
     import numpy as np
     import pyro
@@ -40,24 +44,30 @@ def time_case(N, m, repeats=5, threads=0, seed=0):
     y = y + 0.01 * rng.standard_normal(N)
     pyro.set_rng_seed(seed)
     models = {"pidkl": PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=m),
-              "dkl": DKL(X, y, input_names=("x", "t"))}
+              "dkl": DKL(X, y, input_names=("x", "t")),
+              "pidkl_autograd": PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"),
+                                      m=m, derivatives="autograd")}
     out = {"N": N, "m": m, "d": 2, "equation": "heat_1d", "threads": torch.get_num_threads()}
+    store = pyro.get_param_store()
+    steps, states = {}, {}
     for name, model in models.items():
-        pyro.clear_param_store()
-        elbo = Trace_ELBO()
-        optim = pyro.optim.Adam({"lr": 1e-3})
-
-        def step():
-            svi_step(model, elbo, optim)
-        step()
-        step()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-        out[f"{name}_step_s"] = float(np.median(times))
+        elbo, optim = Trace_ELBO(), pyro.optim.Adam({"lr": 1e-3})
+        steps[name] = functools.partial(svi_step, model, elbo, optim)
+        with store.scope() as state:      # each model its own parameter store
+            steps[name]()
+            steps[name]()
+        states[name] = state
+    times = {name: [] for name in models}
+    for _ in range(repeats):              # interleaved: machine noise hits every model alike
+        for name in models:
+            with store.scope(state=states[name]):
+                start = time.perf_counter()
+                steps[name]()
+                times[name].append(time.perf_counter() - start)
+    for name in models:
+        out[f"{name}_step_s"] = float(np.median(times[name]))
     out["ratio"] = out["pidkl_step_s"] / out["dkl_step_s"]
+    out["ratio_autograd"] = out["pidkl_autograd_step_s"] / out["dkl_step_s"]
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["peak_minus_import_mib"] = out["peak_rss_mib"] - base
     return out
@@ -67,7 +77,7 @@ def _case(args):
     return time_case(*args)
 
 
-def run_benchmark(Ns=(250, 500, 1000, 2000), ms=(10, 100), repeats=5, threads=0, echo=print):
+def run_benchmark(Ns=(250, 500, 1000, 2000), ms=(10, 100), repeats=15, threads=0, echo=print):
     """Run every case in its own process; returns the list of dicts (also echoed as JSON)."""
     ctx = multiprocessing.get_context("spawn")
     rows = []

@@ -158,7 +158,7 @@ def main(argv=None):
     b = sub.add_parser("bench", help="time a training step of PI-DKL and DKL")
     b.add_argument("--N", default="250,500,1000,2000")
     b.add_argument("--m", default="10,100")
-    b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--repeats", type=int, default=15)
     b.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
     commands = {"fit": _fit_command, "reproduce": _reproduce_command, "table": _table_command,

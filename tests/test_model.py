@@ -65,6 +65,21 @@ def test_physics_factor_is_gamma_times_the_source_log_density():
     torch.testing.assert_close(tr.nodes["physics"]["fn"].log_factor.detach(), 2.5 * logp)
 
 
+def test_physics_log_prob_is_the_source_gp_density():
+    model = _pidkl(m=6)
+    Z = torch.rand(3, 6, 1, dtype=torch.float64)
+    h = torch.randn(3, 6, dtype=torch.float64)
+    with torch.no_grad():
+        U = model.standardizer.x_to_model(Z)
+        s2 = model.source_kernel.variance
+        ell = model.source_kernel.lengthscale
+        Sigma = s2 * torch.exp(-0.5 * ((U - U.transpose(-1, -2)) / ell) ** 2)
+        Sigma = Sigma + model.source_jitter * s2 * torch.eye(6, dtype=Sigma.dtype)
+        expected = torch.distributions.MultivariateNormal(torch.zeros(6, dtype=h.dtype),
+                                                          Sigma).log_prob(h)
+        torch.testing.assert_close(model.physics_log_prob(h, Z), expected)
+
+
 def test_gamma_zero_gives_the_dkl_loss():
     X, y = _ode_data()
     losses = []

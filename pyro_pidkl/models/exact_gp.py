@@ -51,6 +51,9 @@ class ExactGP(PyroModule):
         self.register_buffer("X_s", self.standardizer.x_to_model(X))
         self.register_buffer("y_s", self.standardizer.y_to_model(y))
         self.noise_floor, self.jitter, self.max_jitter = noise_floor, jitter, max_jitter
+        #: gradients of the GP terms in closed form (see GPPosterior); PIDKL(...,
+        #: derivatives="autograd") switches it off to trace everything by autograd
+        self.closed_form_gradients = True
         self.noise = PyroParam(torch.tensor(float(noise), dtype=dtype),
                                constraints.greater_than(float(noise_floor)))
 
@@ -62,7 +65,7 @@ class ExactGP(PyroModule):
         """The :class:`~pyro_pidkl.posterior.GPPosterior` at the current parameters
         (one Cholesky of ``K + sigma^2 I``)."""
         return GPPosterior(self.X_s, self.y_s, self.kernel, self.noise, self.jitter,
-                           self.max_jitter)
+                           self.max_jitter, self.closed_form_gradients)
 
     @pyro_method
     def model(self):

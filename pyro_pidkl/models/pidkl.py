@@ -26,6 +26,7 @@ from pyro.infer.autoguide.initialization import init_to_median, init_to_value
 from pyro.nn import pyro_method
 
 from ..domain import Box
+from ..draw import PosteriorDraw
 from ..errors import NonFiniteError
 from ..kernels import batched, se_ard
 from ..nn import smoothness_order
@@ -55,6 +56,10 @@ class PIDKL(DKL):
         physics term acts on the posterior mean :math:`\mu` only, :math:`\epsilon = 0`, and
         there is no ``eps`` site).
     :param float source_jitter: relative nugget added to :math:`\kappa(Z, Z)`.
+    :param str derivatives: ``"closed_form"`` (default: derivatives of the draw up to order
+        two from the kernel's, :mod:`pyro_pidkl.draw`; other kernels and higher orders use
+        autograd) or ``"autograd"`` (autograd through the posterior and its Cholesky factor
+        for every order and for the data term: the textbook route, slower).
     Other arguments as :class:`~pyro_pidkl.models.baselines.DKL`.
 
     Sites of :meth:`model` (``S`` particles when vectorised): ``data`` factor ``()``,
@@ -71,7 +76,7 @@ class PIDKL(DKL):
 
     def __init__(self, X, y, equation, input_names=None, gamma=1.0, m=10, domain=None,
                  source_inputs="equation", eps="draw", source_jitter=1e-6, equation_guide=None,
-                 **kwargs):
+                 derivatives="closed_form", **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -90,6 +95,11 @@ class PIDKL(DKL):
         if isinstance(m, bool) or int(m) != m or m < 1:
             raise ValueError(f"Expected m (number of collocation points) to be an integer "
                              f">= 1; got {m!r}")
+        if derivatives not in ("closed_form", "autograd"):
+            raise ValueError(f"Expected derivatives to be 'closed_form' or 'autograd'; got "
+                             f"{derivatives!r}")
+        self.derivatives = derivatives
+        self.closed_form_gradients = derivatives == "closed_form"
         if eps not in ("draw", "point", "mean"):
             raise ValueError(f"Expected eps to be 'draw', 'point' or 'mean'; got {eps!r}")
         equation.check_inputs(self.input_names)
@@ -160,10 +170,11 @@ class PIDKL(DKL):
     # -- the model -----------------------------------------------------------------------
     def posterior_draw(self, posterior, eps):
         r"""The draw :math:`f_\epsilon(x) = m_y + s_y(\mu(u) + \epsilon\sqrt{v(u)})`,
-        :math:`u = (x - m_x)/s_x`, as a function of user-unit points ``(M, d) -> (M,)``."""
-        draw = posterior.draw(eps)
-        st = self.standardizer
-        return lambda x: st.f_to_user(draw(st.x_to_model(x)))
+        :math:`u = (x - m_x)/s_x`: a :class:`~pyro_pidkl.draw.PosteriorDraw`, a function of
+        user-unit points ``(M, d) -> (M,)`` whose derivatives at the collocation points are
+        in closed form unless ``derivatives="autograd"``."""
+        return PosteriorDraw(posterior, eps, self.standardizer,
+                             closed_form=self.derivatives == "closed_form")
 
     def residual(self, posterior, Z, eps):
         r""":math:`h(Z, \epsilon) = \psi[f_\epsilon](Z)`, shape ``Z.shape[:-1]``."""
@@ -187,7 +198,10 @@ class PIDKL(DKL):
         Sigma = Sigma + (self.source_jitter * scale) * torch.eye(m, dtype=Sigma.dtype,
                                                                  device=Sigma.device)
         L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
-        return dist.MultivariateNormal(torch.zeros_like(h), scale_tril=L).log_prob(h)
+        # MultivariateNormal(0, scale_tril=L).log_prob(h), without its per-call validation
+        w = torch.linalg.solve_triangular(L, h.unsqueeze(-1), upper=False).squeeze(-1)
+        return (-0.5 * w.pow(2).sum(-1) - L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+                - 0.5 * m * math.log(2 * math.pi))
 
     def physics_factor(self, draw_args):
         """The ``Z`` and ``eps`` sites and the ``physics`` factor on the draw that

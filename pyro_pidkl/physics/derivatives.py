@@ -83,6 +83,7 @@ class Field:
         self.max_order, self._why = max_order, why
         self._cache = {(): value}
         self.max_order_used = 0
+        self.requested = set()   # derivative index tuples asked for through d()
 
     # -- derivatives ---------------------------------------------------------------
     def _index(self, name):
@@ -124,6 +125,7 @@ class Field:
                 f"the function is only reliably differentiable {self.max_order} time(s){self._why}.")
         idx = tuple(sorted(self._index(n) for n in names))
         self.max_order_used = max(self.max_order_used, len(names))
+        self.requested.add(idx)
         return self._derivative(idx)
 
     def laplacian(self, *names):

@@ -137,7 +137,11 @@ class Equation(PyroModule):
     def residual(self, f, Z, input_names=None, max_order=float("inf"), why="", **values):
         r"""Residual :math:`h = \psi[f](Z)` at points ``Z`` ``(m, d)``, shape ``(m,)``.
 
-        :param callable f: a differentiable function ``(m, d) -> (m,)`` in user units.
+        :param callable f: a differentiable function ``(m, d) -> (m,)`` in user units, or
+            an object whose ``field(Z, names, allowed=, max_order=, why=, plan=)`` returns its
+            :class:`~pyro_pidkl.physics.derivatives.Field` at ``Z`` (derivatives of its own,
+            e.g. :class:`~pyro_pidkl.draw.PosteriorDraw`); ``plan`` is the set of derivative
+            index tuples the last call asked for (``last_requested``), or ``None``.
         :param torch.Tensor Z: points in user units.
         :param input_names: names of the ``d`` columns (default: ``inputs``).
         :param values: parameter values overriding the current ones (e.g. the truth).
@@ -156,12 +160,19 @@ class Equation(PyroModule):
         params = self.parameter_values()
         params.update({k: torch.as_tensor(v, dtype=Z.dtype) for k, v in values.items()})
         with torch.enable_grad():
-            points = Z.detach().requires_grad_(True)
-            value = f(points)
+            if hasattr(f, "field"):  # a function that gives its own derivatives
+                field = f.field(Z, names, allowed=self.inputs, max_order=max_order, why=why,
+                                plan=getattr(self, "last_requested", None))
+                points, value = field.points, field.value
+            else:
+                points = Z.detach().requires_grad_(True)
+                value = f(points)
             if value.shape != (Z.shape[0],):
                 raise ValueError(f"Expected f to return shape ({Z.shape[0]},); got "
                                  f"{tuple(value.shape)}")
-            field = Field(value, points, names, allowed=self.inputs, max_order=max_order, why=why)
+            if not hasattr(f, "field"):
+                field = Field(value, points, names, allowed=self.inputs, max_order=max_order,
+                              why=why)
             h = self.psi(field, Inputs(points, names), **params)
             if isinstance(h, Field):
                 h = h.value
@@ -172,6 +183,7 @@ class Equation(PyroModule):
             raise ValueError(f"Expected psi {self.name!r} to return shape ({Z.shape[0]},); got "
                              f"{tuple(h.shape)}")
         self.last_order = field.max_order_used
+        self.last_requested = frozenset(field.requested)   # column-index tuples
         return h
 
     def extra_repr(self):
