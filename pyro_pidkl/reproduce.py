@@ -2,6 +2,7 @@
 final iterate, calibrated scores; records for ``results.json`` and a summary table."""
 
 import functools
+import itertools
 import json
 import math
 import multiprocessing
@@ -39,7 +40,8 @@ def _splits(experiment, data, seed):
 
 def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predictions=False,
             cv_score=None):
-    """Select (PI-DKL: gamma, m by CV on the training data), fit and score one run.
+    """Select (``pidkl-cv``, and ``pidkl`` without a fixed configuration: gamma, m by CV on
+    the training data), fit and score one run.
 
     ``cv_score`` (``"rmse"`` or ``"lpd"``) overrides the protocol's ``cv_score``.
 
@@ -58,7 +60,15 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
              "num_particles": p.num_particles}
     config = {}
     cv_seconds = 0.0
-    if method == "pidkl":  # gamma and m by cross-validation on the training data
+    configs = [dict(zip(p.grid, v)) for v in itertools.product(*p.grid.values())]
+    cross_validated = method == "pidkl-cv" or (method == "pidkl" and p.fixed is None)
+    if method == "pidkl" and p.fixed is not None:   # decided beforehand: no selection here
+        config = dict(p.fixed)
+        hyper.update(config, cv=None, initial=experiment.initial)
+    elif cross_validated and len(configs) == 1:    # nothing to choose
+        config = configs[0]
+        hyper.update(config, cv=None, initial=experiment.initial)
+    elif cross_validated:  # gamma and m by cross-validation on the training data
         start = time.perf_counter()
         cv_steps = min(p.cv_steps or steps, steps)
         cv_score = cv_score or p.cv_score
@@ -136,6 +146,9 @@ def summarize(records):
         if method.startswith("pidkl"):
             row["gamma"] = sorted({r["hyper"].get("gamma") for r in rs})
             row["m"] = sorted({r["hyper"].get("m") for r in rs})
+            row["selected"] = ("CV" if any(r["hyper"].get("cv") for r in rs) else "fixed")
+            if any(r["hyper"].get("skip_inputs") for r in rs):
+                row["selected"] += ", [phi(u), u] kernel"
         if any("learned" in r["hyper"] for r in rs):
             learned = {}
             for r in rs:
@@ -176,7 +189,8 @@ def format_table(records):
                      f"{row['fit_seconds'][0]:6.1f}")
         notes = []
         if "gamma" in row:
-            notes.append(f"gamma chosen {row['gamma']}, m {row['m']}")
+            chosen = "chosen " if row.get("selected") == "CV" else ""
+            notes.append(f"gamma {chosen}{row['gamma']}, m {row['m']} ({row['selected']})")
         if row.get("learned"):
             notes.append("learned (median) " + ", ".join(f"{k}={v:.4g}"
                                                          for k, v in row["learned"].items()))
@@ -208,12 +222,14 @@ def calibration_markdown(records):
 def markdown_table(records):
     """The README's results table (median [min, max] over seeds)."""
     lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | 95% coverage | fit s | "
-             "gamma (CV) | learned (median) |", "|" + "---|" * 10]
+             "gamma (how set) | learned (median) |", "|" + "---|" * 10]
     for row in summarize(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
         if row.get("m", [10]) != [10]:  # say m when the CV chose other than 10
             gamma += "; m " + ", ".join(str(m) for m in row["m"])
+        if row.get("selected"):
+            gamma += f" ({row['selected']})"
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
                      f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
                      f"{_cell(row, 'test_lpd', '.2f')} | {_cell(row, 'coverage95', '.2f')} | "

@@ -5,6 +5,7 @@ import pytest
 
 from pyro_pidkl.bench import time_case
 from pyro_pidkl.cli import main
+from pyro_pidkl.experiments import EXPERIMENTS
 from pyro_pidkl.reproduce import format_table, markdown_table, reproduce, run_one, summarize
 
 KEYS = {"experiment", "method", "seed", "rmse", "nrmse", "test_lpd", "coverage95",
@@ -12,16 +13,19 @@ KEYS = {"experiment", "method", "seed", "rmse", "nrmse", "test_lpd", "coverage95
 
 
 def test_reproduce_writes_records_table_and_figure(tmp_path):
-    records = reproduce("ode", ["pidkl", "dkl"], [0, 1], num_steps=4, out=tmp_path,
-                        progress=False)
-    assert [(r["method"], r["seed"]) for r in records] == [("pidkl", 0), ("pidkl", 1),
-                                                           ("dkl", 0), ("dkl", 1)]
+    records = reproduce("ode", ["pidkl-cv", "dkl", "pidkl"], [0, 1], num_steps=4,
+                        out=tmp_path, progress=False)
+    assert [(r["method"], r["seed"]) for r in records] == [
+        ("pidkl-cv", 0), ("pidkl-cv", 1), ("dkl", 0), ("dkl", 1), ("pidkl", 0), ("pidkl", 1)]
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert len(saved) == 4 and all(KEYS <= set(r) for r in saved)
+    assert len(saved) == 6 and all(KEYS <= set(r) for r in saved)
     hyper = saved[0]["hyper"]
     assert hyper["gamma"] in (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10) and hyper["m"] == 10
     assert hyper["initial"] == {"B": 0.5, "D": 0.5} and set(hyper["learned"]) == {"B", "D"}
     assert len(hyper["cv_rmse"]) == 8 and hyper["steps"] == 4
+    fixed = saved[4]["hyper"]   # pidkl: the configuration chosen on the development twin
+    assert fixed["cv"] is None and "cv_rmse" not in fixed
+    assert {k: fixed[k] for k in ("gamma", "m", "skip_inputs")} == EXPERIMENTS["ode"].protocol.fixed
     assert (tmp_path / "ode.png").stat().st_size > 10_000
     assert (tmp_path / "ode_calibration.png").exists() and (tmp_path / "ode_comparison.png").exists()
     assert set(saved[0]["coverage"]) == {"0.5", "0.8", "0.9", "0.95"}
@@ -30,13 +34,15 @@ def test_reproduce_writes_records_table_and_figure(tmp_path):
     table = format_table(saved)
     assert "pidkl" in table and "gamma chosen" in table
     rows = summarize(saved)
-    assert {r["method"]: r["seeds"] for r in rows} == {"pidkl": 2, "dkl": 2}
+    assert {r["method"]: r["seeds"] for r in rows} == {"pidkl": 2, "pidkl-cv": 2, "dkl": 2}
+    assert {r["method"]: r.get("selected") for r in rows} == {
+        "pidkl": "fixed, [phi(u), u] kernel", "pidkl-cv": "CV", "dkl": None}
     # a second experiment in the same folder keeps the first one's records
     reproduce("diffusion", ["skl"], [0], num_steps=3, out=tmp_path, progress=False)
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert {r["experiment"] for r in saved} == {"ode", "diffusion"} and len(saved) == 5
+    assert {r["experiment"] for r in saved} == {"ode", "diffusion"} and len(saved) == 7
     assert (tmp_path / "diffusion.png").exists()
-    assert markdown_table(saved).count("\n") == 1 + 3
+    assert markdown_table(saved).count("\n") == 1 + 4
 
 
 def test_reproduce_rejects_unknown_names(tmp_path):
@@ -94,7 +100,7 @@ def test_benchmark_case_reports_both_steps():
 
 @pytest.mark.parametrize("cv_score", ["rmse", "lpd"])
 def test_cross_validation_picks_the_best_configuration_by_the_chosen_score(cv_score):
-    record = run_one("ode", "pidkl", 0, num_steps=3, cv_score=cv_score)
+    record = run_one("ode", "pidkl-cv", 0, num_steps=3, cv_score=cv_score)
     hyper = record["hyper"]
     assert hyper["cv_score"] == cv_score
     chosen = json.dumps({"gamma": hyper["gamma"], "m": hyper["m"]})

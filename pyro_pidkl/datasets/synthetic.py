@@ -28,14 +28,17 @@ def solve_first_order_ode(t, B=1.0, D=1.0, f0=0.1, source=None):
     return sol.y[0]
 
 
-def first_order_ode(n=1001, t_max=1.0, train_until=0.1, B=1.0, D=1.0, f0=0.1):
-    """The paper's 1stODE extrapolation task (noise free)."""
+def first_order_ode(n=1001, t_max=1.0, train_until=0.1, B=1.0, D=1.0, f0=0.1, source=None,
+                    name="1stODE", source_text="sin(2 pi t) exp(-t)"):
+    """The paper's 1stODE extrapolation task (noise free); ``source`` (a function of ``t``,
+    described by ``source_text``), ``B``, ``D`` and ``f0`` make other instances of it."""
     t = np.linspace(0.0, t_max, n)
-    f = solve_first_order_ode(t, B, D, f0)
+    f = solve_first_order_ode(t, B, D, f0, source)
     train = t < train_until - 1e-12
-    return Dataset("1stODE", t[train, None], f[train], t[~train, None], f[~train], ("t",),
+    return Dataset(name, t[train, None], f[train], t[~train, None], f[~train], ("t",),
                    truth={"B": B, "D": D},
-                   description="f' + B f - D = sin(2 pi t) exp(-t), f(0) = 0.1; train t < 0.1")
+                   description=f"f' + B f - D = {source_text}, f(0) = {f0}, B = {B}, D = {D}; "
+                               f"train t < {train_until}")
 
 
 def solve_diffusion_1d(alpha=0.1, nx=50, length=2.0, times=None, low=1.0, high=2.0,
@@ -60,16 +63,19 @@ def solve_diffusion_1d(alpha=0.1, nx=50, length=2.0, times=None, low=1.0, high=2
     return x, times, sol.y
 
 
-def diffusion_1d(alpha=0.1, train_time=0.5):
+def diffusion_1d(alpha=0.1, train_time=0.5, pulse=(0.755, 1.245), high=2.0,
+                 name="1dDiffusion"):
     """The paper's 1dDiffusion task: train on the slice ``t = train_time`` (48 points), test
-    on every other time of the grid (48 x 100 points)."""
-    x, t, U = solve_diffusion_1d(alpha)
+    on every other time of the grid (48 x 100 points); ``pulse`` and ``high`` (the initial
+    square wave) and ``alpha`` make other instances of it."""
+    x, t, U = solve_diffusion_1d(alpha, pulse=pulse, high=high)
     T, Xg = np.meshgrid(t, x)              # (48, 101) each
     inputs = np.stack([Xg.ravel(), T.ravel()], axis=1)
     values = U.ravel()
     train = np.isclose(inputs[:, 1], train_time)
     if not train.any():
         raise ValueError(f"train_time {train_time} is not on the time grid {t[0]}..{t[-1]}")
-    return Dataset("1dDiffusion", inputs[train], values[train], inputs[~train], values[~train],
+    return Dataset(name, inputs[train], values[train], inputs[~train], values[~train],
                    ("x", "t"), truth={"alpha": alpha},
-                   description=f"f_t = alpha f_xx, alpha = {alpha}; train on t = {train_time}")
+                   description=f"f_t = alpha f_xx, alpha = {alpha}, initial {high} on {pulse} "
+                               f"(1 elsewhere); train on t = {train_time}")
