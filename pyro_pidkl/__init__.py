@@ -2,13 +2,14 @@
 
 from . import baselines, datasets, diagnostics, lfm_kernels, physics, plots
 from .domain import Box, Gaussian
+from .draw import PosteriorDraw, feature_jet
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
 from .metrics import coverage, nrmse, rmse, test_log_predictive_density
 from .models import DKL, LFM, PIDKL, SKL, ExactGP, SparsePIDKL
 from .nn import MLP
 from .physics import Equation, Parameter
-from .posterior import GPPosterior
+from .posterior import GPPosterior, cho_solve, logdet, quad_diag
 from .selection import CVResult, cross_validate, holdout_split, kfold_splits
 
 __version__ = "0.1.0"
@@ -29,21 +30,26 @@ __all__ = sorted([
     "PIDKL",
     "PIDKLError",
     "Parameter",
+    "PosteriorDraw",
     "SKL",
     "SparsePIDKL",
     "__version__",
     "baselines",
+    "cho_solve",
     "coverage",
     "cross_validate",
     "datasets",
     "diagnostics",
+    "feature_jet",
     "fit",
     "holdout_split",
     "kfold_splits",
     "lfm_kernels",
+    "logdet",
     "nrmse",
     "physics",
     "plots",
+    "quad_diag",
     "rmse",
     "test_log_predictive_density",
 ])
