@@ -66,38 +66,37 @@ def _activation_derivatives(module, z, t):
     return None
 
 
-def _taylor(net, z, dz, ddz):
-    """Propagate values ``z``, first derivatives ``dz[a]`` and second ``ddz[(a, b)]``
-    through ``net`` (Taylor mode); ``None`` when a sub-module is not supported."""
+def _taylor(net, z, D, H, ia, ib):
+    """Propagate values ``z`` ``(m, w)``, first derivatives ``D`` ``(n1, m, w)`` and second
+    derivatives ``H`` ``(n2, m, w)`` (pair ``k`` is ``d_{ia[k]} d_{ib[k]}``, indices into
+    ``D``) through ``net`` in Taylor mode, the streams stacked so that a layer is one matrix
+    product; ``None`` when a sub-module is not supported."""
     from .models.baselines import WithInputs
     from .nn import MLP
     if isinstance(net, MLP):
-        return _taylor(net.layers, z, dz, ddz)
+        return _taylor(net.layers, z, D, H, ia, ib)
     if isinstance(net, nn.Sequential):
         for sub in net:
-            out = _taylor(sub, z, dz, ddz)
+            out = _taylor(sub, z, D, H, ia, ib)
             if out is None:
                 return None
-            z, dz, ddz = out
-        return z, dz, ddz
+            z, D, H = out
+        return z, D, H
     if isinstance(net, nn.Linear):
-        W = net.weight
-        z = net(z)
-        return z, {a: v @ W.T for a, v in dz.items()}, {p: v @ W.T for p, v in ddz.items()}
+        DH = torch.cat([D, H]) @ net.weight.T
+        return net(z), DH[:D.shape[0]], DH[D.shape[0]:]
     if isinstance(net, WithInputs):
-        out = _taylor(net.feature_net, z, dz, ddz)
+        out = _taylor(net.feature_net, z, D, H, ia, ib)
         if out is None:
             return None
-        cat = lambda a, b: torch.cat([a, b], dim=-1)  # noqa: E731
-        return (cat(out[0], z), {a: cat(out[1][a], dz[a]) for a in dz},
-                {p: cat(out[2][p], ddz[p]) for p in ddz})
+        return (torch.cat([out[0], z], -1), torch.cat([out[1], D], -1),
+                torch.cat([out[2], H], -1))
     t = net(z)
     derivs = _activation_derivatives(net, z, t)
     if derivs is None:
         return None
     d1, d2 = derivs
-    return (t, {a: d1 * v for a, v in dz.items()},
-            {(a, b): d2 * dz[a] * dz[b] + d1 * v for (a, b), v in ddz.items()})
+    return t, d1 * D, d2 * D[ia] * D[ib] + d1 * H
 
 
 def _jvp(outputs, inputs, v):
@@ -120,11 +119,16 @@ def feature_jet(net, U, directions, pairs=()):
     """
     eye = torch.eye(U.shape[-1], dtype=U.dtype, device=U.device)
     directions = sorted(set(directions) | {a for p in pairs for a in p})
-    dz = {a: eye[a].expand_as(U) for a in directions}
-    ddz = {p: torch.zeros_like(U) for p in pairs}
-    out = _taylor(net, U, dz, ddz)
+    pairs = list(pairs)
+    D = eye[directions][:, None, :].expand(len(directions), *U.shape)
+    H = U.new_zeros((len(pairs),) + U.shape)
+    ia = [directions.index(a) for a, _ in pairs]
+    ib = [directions.index(b) for _, b in pairs]
+    out = _taylor(net, U, D, H, ia, ib)
     if out is not None:
-        return out
+        phi, D, H = out
+        return phi, dict(zip(directions, D.unbind(0))), dict(zip(pairs, H.unbind(0)))
+    dz = {a: eye[a].expand_as(U) for a in directions}
     with torch.enable_grad():
         Uq = U if U.requires_grad else U.detach().requires_grad_(True)
         phi = net(Uq)
