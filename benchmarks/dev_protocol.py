@@ -12,6 +12,9 @@ any candidate ran:
 
     python benchmarks/dev_protocol.py [--tasks ode-dev,diffusion-dev] [--jobs 2] \\
         > docs/results/dev_protocol.jsonl
+    python benchmarks/dev_protocol.py --tasks ode-dev2 > docs/results/dev_protocol_ode_dev2.jsonl
+
+(``ode-dev2`` was added after the choice, to see whether it holds on a second 1stODE twin.)
 """
 
 import argparse

@@ -188,6 +188,13 @@ EXPERIMENTS.update({
                           source=lambda t: math.cos(3 * math.pi * t) * math.exp(-t),
                           name="1stODE-dev", source_text="cos(3 pi t) exp(-t)"),
         "1stODE twin: f' + 1.5 f - 0.5 = cos(3 pi t) exp(-t), f(0) = 0.3; train t < 0.1"),
+    # a second 1stODE twin, added after the choice to see whether it holds on another one
+    "ode-dev2": _development_twin(
+        "ode-dev2", EXPERIMENTS["ode"],
+        functools.partial(datasets.first_order_ode, B=0.7, D=1.3, f0=0.0,
+                          source=lambda t: math.sin(4 * math.pi * t) * math.exp(-2 * t),
+                          name="1stODE-dev2", source_text="sin(4 pi t) exp(-2 t)"),
+        "1stODE second twin: f' + 0.7 f - 1.3 = sin(4 pi t) exp(-2 t), f(0) = 0; train t < 0.1"),
     "diffusion-dev": _development_twin(
         "diffusion-dev", EXPERIMENTS["diffusion"],
         functools.partial(datasets.diffusion_1d, alpha=0.05, pulse=(0.4, 0.9), high=2.5,
