@@ -30,22 +30,25 @@ kernel on features (``Warping(RBF)`` without output warping), fall back to autog
 import math
 
 import torch
-from pyro.contrib.gp.kernels import RBF, Warping
+from pyro.contrib.gp.kernels import RBF
 from torch import nn
 
 from .physics.derivatives import Field
+from .posterior import feature_map
 
 __all__ = ["DrawField", "PosteriorDraw", "closed_form_supported", "feature_jet"]
+
+
+def _se_on_all_features(kern):
+    """Whether the kernel on the features is an SE kernel on all of them."""
+    return (isinstance(kern, RBF)
+            and list(kern.active_dims) == list(range(kern.input_dim)))
 
 
 def closed_form_supported(kernel):
     """Whether :class:`DrawField` has closed-form derivatives for ``kernel``: an SE kernel
     on all features of a feature map (``Warping(RBF, iwarping_fn=...)``)."""
-    if not (isinstance(kernel, Warping) and isinstance(kernel.kern, RBF)):
-        return False
-    if kernel.owarping_coef is not None or kernel.iwarping_fn is None:
-        return False
-    return list(kernel.kern.active_dims) == list(range(kernel.kern.input_dim))
+    return feature_map(kernel) is not None and _se_on_all_features(kernel.kern)
 
 
 def _activation_derivatives(module, z, t):
@@ -141,7 +144,8 @@ class DrawField(Field):
     r"""The draw :math:`f_\epsilon` at points (user units) with closed-form derivatives up
     to order two (:class:`~pyro_pidkl.physics.derivatives.Field` interface).
 
-    :param posterior: a :class:`~pyro_pidkl.posterior.GPPosterior` on standardised data.
+    :param posterior: a :class:`~pyro_pidkl.posterior.GPPosterior` on standardised data,
+        with a feature map (:func:`closed_form_supported`).
     :param torch.Tensor eps: ``(m,)`` (or broadcastable) standard normal noise.
     :param standardizer: the model's :class:`~pyro_pidkl.data.Standardizer`.
     :param torch.Tensor points: ``(m, d)`` points, user units.
@@ -153,29 +157,27 @@ class DrawField(Field):
     def __init__(self, posterior, eps, standardizer, points, names, allowed=None,
                  max_order=math.inf, why="", fallback=None, min_var=1e-12, plan=None):
         st, kernel = standardizer, posterior.kernel
-        self._post, self._fallback, self._min_var = posterior, fallback, min_var
+        self._post, self._fallback = posterior, fallback
         self._x_scale, self._y_scale = st.x_scale, st.y_scale
         self._directions = sorted({names.index(n) for n in (allowed or names)})
         self._plan = {idx for idx in (plan or ()) if 1 <= len(idx) <= 2}
         with torch.enable_grad():
             self._U = st.x_to_model(points.detach())
             ell = self._ell = kernel.kern.lengthscale
-            self._net = posterior.feature_map or kernel.iwarping_fn
+            self._net = posterior.feature_map
             self._G, self._jet_pairs = {}, None
             if self._plan:   # phi(U) and the planned derivatives in one Taylor-mode pass
                 self._P = self._jet(set()) / ell                           # (m, F)
             else:
                 self._P = self._net(self._U) / ell
-            features = (posterior.features if posterior.features is not None
-                        else self._net(posterior.X))
-            self._PX = features / ell                                      # (N, F)
+            self._PX = posterior.features / ell                            # (N, F)
             r2 = ((self._P ** 2).sum(-1, keepdim=True) - 2 * self._P @ self._PX.T
                   + (self._PX ** 2).sum(-1))
-            self._s2 = kernel.kern.variance
-            self._k = self._s2 * torch.exp(-0.5 * r2.clamp(min=0))         # (m, N)
+            s2 = kernel.kern.variance
+            self._k = s2 * torch.exp(-0.5 * r2.clamp(min=0))               # (m, N)
             self._C = {(): posterior.solve(self._k.T)}                     # K^{-1} k^T (N, m)
             mu = self._k @ posterior.alpha
-            v = self._s2 - (self._k * self._C[()].T).sum(-1)
+            v = s2 - (self._k * self._C[()].T).sum(-1)
             self._keep = (v > min_var).to(v.dtype)
             self._sqrt_v = v.clamp(min=min_var).sqrt()
             self._eps = eps
@@ -286,7 +288,8 @@ class PosteriorDraw:
     def __init__(self, posterior, eps, standardizer, closed_form=True, min_var=1e-12):
         self.posterior, self.eps, self.standardizer = posterior, eps, standardizer
         self.min_var = min_var
-        self.closed_form = closed_form and closed_form_supported(posterior.kernel)
+        self.closed_form = (closed_form and posterior.feature_map is not None
+                            and _se_on_all_features(posterior.kernel.kern))
         self._draw = posterior.draw(eps, min_var)
 
     def __call__(self, x):

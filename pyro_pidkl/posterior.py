@@ -31,7 +31,8 @@ from pyro.contrib.gp.util import conditional
 
 from .errors import NonFiniteError, NotPositiveDefiniteError
 
-__all__ = ["GPPosterior", "cho_solve", "jittered_cholesky", "logdet", "quad_diag"]
+__all__ = ["GPPosterior", "cho_solve", "feature_map", "jittered_cholesky", "logdet",
+           "quad_diag"]
 
 
 def jittered_cholesky(K, jitter=1e-8, max_jitter=1e-2, what="kernel matrix",
@@ -67,6 +68,15 @@ def jittered_cholesky(K, jitter=1e-8, max_jitter=1e-2, what="kernel matrix",
         f"diagonal (mean diagonal {float(scale):.3g}). Usual causes: duplicated inputs with "
         "a vanishing noise variance, a collapsed lengthscale, or a feature map that maps "
         "distinct inputs to the same features. Raise the noise floor or max_jitter.")
+
+
+def feature_map(kernel):
+    r"""The feature map :math:`\phi` of a kernel on features, :math:`k(x, x') =
+    k_0(\phi(x), \phi(x'))` (``Warping`` without output warping), else ``None``. Read once
+    per step: each access of a ``PyroModule``'s network runs ``pyro.module``."""
+    if isinstance(kernel, Warping) and kernel.owarping_coef is None:
+        return kernel.iwarping_fn
+    return None
 
 
 def _apply_inverse(B, L, Kinv):
@@ -175,10 +185,8 @@ class GPPosterior:
         self.closed_form_gradients = closed_form_gradients
         N = X.shape[0]
         eye = torch.eye(N, dtype=X.dtype, device=X.device)
-        # an SE kernel on features: keep the features phi(X) for the physics term
-        self.features = self.feature_map = None
-        if isinstance(kernel, Warping) and kernel.owarping_coef is None:
-            self.feature_map = kernel.iwarping_fn   # one access: each runs pyro.module
+        # a kernel on features: keep the features phi(X) for the physics term
+        self.features, self.feature_map = None, feature_map(kernel)
         if self.feature_map is not None:
             self.features = self.feature_map(X)
             K = kernel.kern(self.features) + noise * eye

@@ -2,7 +2,6 @@
 final iterate, calibrated scores; records for ``results.json`` and a summary table."""
 
 import functools
-import itertools
 import json
 import math
 import multiprocessing
@@ -20,7 +19,7 @@ from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
 from .experiments import EXPERIMENTS, VARIANT_CONFIG, VARIANTS, build_model
 from .infer import fit
 from .models import SparsePIDKL
-from .selection import cross_validate, holdout_split, kfold_splits
+from .selection import cross_validate, grid_configs, holdout_split, kfold_splits
 
 __all__ = ["calibration_markdown", "format_table", "markdown_table", "reproduce", "run_one",
            "summarize"]
@@ -60,13 +59,18 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
              "num_particles": p.num_particles}
     config = {}
     cv_seconds = 0.0
-    configs = [dict(zip(p.grid, v)) for v in itertools.product(*p.grid.values())]
     cross_validated = method == "pidkl-cv" or (method == "pidkl" and p.fixed is None)
+    configs = grid_configs(p.grid) if cross_validated else []
     if method == "pidkl" and p.fixed is not None:   # decided beforehand: no selection here
-        config = dict(p.fixed)
-        hyper.update(config, cv=None, initial=experiment.initial)
-    elif cross_validated and len(configs) == 1:    # nothing to choose
-        config = configs[0]
+        fixed = dict(p.fixed)
+    elif method in VARIANTS:     # full-VI variants: fixed gamma and m, no cross-validation
+        fixed = dict(VARIANT_CONFIG)
+    elif len(configs) == 1:      # a one-point grid: nothing to choose
+        fixed = configs[0]
+    else:
+        fixed = None
+    if fixed is not None:
+        config = fixed
         hyper.update(config, cv=None, initial=experiment.initial)
     elif cross_validated:  # gamma and m by cross-validation on the training data
         start = time.perf_counter()
@@ -84,9 +88,6 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
                                                     for r in cv.table},
                      cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
                      initial=experiment.initial)
-    elif method in VARIANTS:  # full-VI variants: fixed gamma and m, no cross-validation
-        config = dict(VARIANT_CONFIG)
-        hyper.update(config, cv=None, initial=experiment.initial)
     pyro.set_rng_seed(seed)
     model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
                         **config)

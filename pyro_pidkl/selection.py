@@ -21,7 +21,7 @@ from .data import as_inputs, as_targets
 from .infer import fit
 from .metrics import rmse, test_log_predictive_density
 
-__all__ = ["CVResult", "cross_validate", "holdout_split", "kfold_splits"]
+__all__ = ["CVResult", "cross_validate", "grid_configs", "holdout_split", "kfold_splits"]
 
 PAPER_GAMMA_GRID = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10)
 
@@ -76,6 +76,11 @@ def _run_one(build, X, y, train_idx, val_idx, hyper, fit_kwargs, threads):
         return {"rmse": math.inf, "lpd": -math.inf, "error": f"{type(e).__name__}: {e}"}
 
 
+def grid_configs(grid):
+    """Every configuration of ``grid`` (``{name: [values]}``), as dicts, in grid order."""
+    return [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())]
+
+
 def cross_validate(build, X, y, grid, splits=None, score="rmse", jobs=1, fit_kwargs=None):
     r"""Choose hyperparameters by cross-validation on the training data.
 
@@ -98,8 +103,7 @@ def cross_validate(build, X, y, grid, splits=None, score="rmse", jobs=1, fit_kwa
     Xt, _ = as_inputs(X)
     X, y = Xt.numpy(), as_targets(y, Xt.shape[0]).numpy()
     splits = splits if splits is not None else kfold_splits(len(y), min(5, len(y)))
-    names = list(grid)
-    configs = [dict(zip(names, vals)) for vals in itertools.product(*grid.values())]
+    configs = grid_configs(grid)
     fit_kwargs = dict(fit_kwargs or {})
     tasks = [(c, s) for c in configs for s in splits]
     if jobs == 1:

@@ -174,7 +174,7 @@ class PIDKL(DKL):
         user-unit points ``(M, d) -> (M,)`` whose derivatives at the collocation points are
         in closed form unless ``derivatives="autograd"``."""
         return PosteriorDraw(posterior, eps, self.standardizer,
-                             closed_form=self.derivatives == "closed_form")
+                             closed_form=self.closed_form_gradients)
 
     def residual(self, posterior, Z, eps):
         r""":math:`h(Z, \epsilon) = \psi[f_\epsilon](Z)`, shape ``Z.shape[:-1]``."""

@@ -163,17 +163,14 @@ class Equation(PyroModule):
             if hasattr(f, "field"):  # a function that gives its own derivatives
                 field = f.field(Z, names, allowed=self.inputs, max_order=max_order, why=why,
                                 plan=getattr(self, "last_requested", None))
-                points, value = field.points, field.value
             else:
                 points = Z.detach().requires_grad_(True)
-                value = f(points)
-            if value.shape != (Z.shape[0],):
+                field = Field(f(points), points, names, allowed=self.inputs,
+                              max_order=max_order, why=why)
+            if field.value.shape != (Z.shape[0],):
                 raise ValueError(f"Expected f to return shape ({Z.shape[0]},); got "
-                                 f"{tuple(value.shape)}")
-            if not hasattr(f, "field"):
-                field = Field(value, points, names, allowed=self.inputs, max_order=max_order,
-                              why=why)
-            h = self.psi(field, Inputs(points, names), **params)
+                                 f"{tuple(field.value.shape)}")
+            h = self.psi(field, Inputs(field.points, names), **params)
             if isinstance(h, Field):
                 h = h.value
             h = torch.as_tensor(h, dtype=Z.dtype)
