@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .metrics import coverage, nrmse, rmse, test_log_predictive_density
+from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
 
 __all__ = ["LEVELS", "compare", "exact_loo", "loo", "pit", "predictive_scores", "to_datatree"]
 
@@ -37,13 +37,14 @@ def pit(mean, var, y):
 def predictive_scores(mean, var, y, levels=LEVELS):
     """Held-out scores of a Gaussian predictive ``N(mean, var)`` (var of y, noise included).
 
-    :returns: dict with ``rmse``, ``nrmse``, ``test_lpd``, ``coverage`` ({level: fraction}),
+    :returns: dict with ``rmse``, ``nrmse``, ``test_lpd``, ``crps``, ``coverage``
+        ({level: fraction}),
         ``pit_ks_stat`` and ``pit_ks_pvalue`` (KS test of PIT uniformity).
     """
     u = pit(mean, var, y)
     ks = stats.kstest(u, "uniform")
     return {"rmse": rmse(mean, y), "nrmse": nrmse(mean, y),
-            "test_lpd": test_log_predictive_density(mean, var, y),
+            "test_lpd": test_log_predictive_density(mean, var, y), "crps": crps(mean, var, y),
             "coverage": {float(lv): coverage(mean, var, y, lv) for lv in levels},
             "pit_ks_stat": float(ks.statistic), "pit_ks_pvalue": float(ks.pvalue)}
 

@@ -22,7 +22,7 @@ from .domain import Box
 from .models import DKL, LFM, PIDKL, SKL, SparsePIDKL
 from .selection import PAPER_GAMMA_GRID
 
-__all__ = ["EXPERIMENTS", "Experiment", "Protocol", "build_model"]
+__all__ = ["EXPERIMENTS", "Experiment", "Protocol", "RESTART_METHODS", "build_model"]
 
 
 @dataclass
@@ -44,6 +44,9 @@ class Protocol:
         option) that method ``pidkl`` uses without cross-validation, decided beforehand
         (the simulations: on development twins, ``benchmarks/dev_protocol.py``); method
         ``pidkl-cv`` still chooses from ``grid`` by cross-validation.
+    :ivar restarts: fits of the ``fixed`` configuration that methods ``pidkl-ens`` (their
+        mixture) and ``pidkl-best`` (the lowest training objective) use
+        (:mod:`pyro_pidkl.ensemble`).
     """
 
     num_steps: int = 1000
@@ -59,6 +62,7 @@ class Protocol:
     cv_score: str = "rmse"
     seeds: tuple = (0, 1, 2, 3, 4)
     fixed: dict = None
+    restarts: int = 5
 
 
 @dataclass
@@ -124,7 +128,7 @@ EXPERIMENTS = {
         protocol=Protocol(cv="holdout", cv_column="t", cv_fraction=0.5, cv_steps=500,
                           fixed=TWIN_CHOICE),
         methods=("pidkl", "pidkl-cv", "dkl", "skl", "lfm1", "lfm3", "lfm5", "pidkl-svgp",
-                 "pidkl-bayes"),
+                 "pidkl-bayes", "pidkl-ens", "pidkl-best"),
         default_methods=("pidkl", "pidkl-cv", "dkl", "skl"),
         lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
@@ -136,7 +140,7 @@ EXPERIMENTS = {
         domain={"x": (0.0, 2.0), "t": (0.01, 1.01)},
         protocol=Protocol(cv="kfold", cv_folds=3, cv_steps=500, fixed=TWIN_CHOICE),
         methods=("pidkl", "pidkl-cv", "dkl", "skl", "lfm1", "lfm3", "lfm5", "lfm3-fixed-t",
-                 "pidkl-svgp", "pidkl-bayes"),
+                 "pidkl-svgp", "pidkl-bayes", "pidkl-ens", "pidkl-best"),
         default_methods=("pidkl", "pidkl-cv", "dkl", "skl"),
         lfm={**_lfm_forces(equation="heat", time="t", space=("x",), origin=0.0),
              "lfm3-fixed-t": dict(equation="heat", time=None, space=("x",), num_forces=3)},
@@ -209,6 +213,9 @@ VARIANT_SVGP = {"num_inducing": 64, "batch_size": 256}
 
 #: the full-VI variants run without cross-validation, at ``VARIANT_CONFIG``
 VARIANTS = ("pidkl-svgp", "pidkl-bayes")
+
+#: restarts of the fixed configuration: their mixture, or the best training objective
+RESTART_METHODS = ("pidkl-ens", "pidkl-best")
 VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 
 

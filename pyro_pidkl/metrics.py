@@ -4,13 +4,14 @@ r"""Held-out scores of a Gaussian predictive :math:`\mathcal{N}(\hat y_i, s_i^2)
 * ``nrmse``: :math:`\|\hat y - y\|_2 / \|y\|_2` (relative L2 error)
 * ``test_log_predictive_density``: :math:`\tfrac1n \sum_i \log \mathcal{N}(y_i \mid \hat y_i, s_i^2)`
 * ``coverage``: fraction of :math:`y_i` inside the central ``level`` interval
+* ``crps``: mean continuous ranked probability score (lower is better; in units of y)
 """
 
 import math
 
 import torch
 
-__all__ = ["coverage", "nrmse", "rmse", "test_log_predictive_density"]
+__all__ = ["coverage", "crps", "nrmse", "rmse", "test_log_predictive_density"]
 
 
 def _t(a):
@@ -40,3 +41,26 @@ def coverage(mean, var, y, level=0.95):
     z = math.sqrt(2) * torch.special.erfinv(torch.tensor(level, dtype=torch.float64))
     mean, var, y = _t(mean), _t(var), _t(y)
     return float(((y - mean).abs() <= z * var.sqrt()).double().mean())
+
+
+def crps(mean, var, y):
+    r"""Mean continuous ranked probability score of ``y`` under ``N(mean, var)``.
+
+    .. math::
+
+        \mathrm{CRPS}(F, y) = \int (F(x) - \mathbf 1[x \ge y])^2 \, dx
+        = s \left[z (2\Phi(z) - 1) + 2 \varphi(z) - \tfrac{1}{\sqrt\pi}\right],
+        \quad z = \frac{y - \hat y}{s}
+
+    (Gneiting and Raftery 2007). A proper score in the units of y: it reduces to the
+    absolute error for a point forecast and, unlike the log score, grows linearly (not
+    logarithmically) with an interval that is wider than it needs to be.
+    """
+    mean, var, y = _t(mean), _t(var), _t(y)
+    s = var.sqrt()
+    z = (y - mean) / s
+    normal = torch.distributions.Normal(torch.zeros((), dtype=torch.float64),
+                                        torch.ones((), dtype=torch.float64))
+    value = s * (z * (2 * normal.cdf(z) - 1) + 2 * normal.log_prob(z).exp()
+                 - 1 / math.sqrt(math.pi))
+    return float(value.mean())

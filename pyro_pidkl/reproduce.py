@@ -1,6 +1,7 @@
 """Running an experiment honestly: cross-validation on training data, several seeds, the
 final iterate, calibrated scores; records for ``results.json`` and a summary table."""
 
+import dataclasses
 import functools
 import json
 import math
@@ -16,7 +17,9 @@ import pyro
 import torch
 
 from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
-from .experiments import EXPERIMENTS, VARIANT_CONFIG, VARIANTS, build_model
+from .ensemble import Ensemble, fit_restarts
+from .experiments import (EXPERIMENTS, RESTART_METHODS, VARIANT_CONFIG, VARIANTS,
+                          build_model)
 from .infer import fit
 from .models import SparsePIDKL
 from .selection import cross_validate, grid_configs, holdout_split, kfold_splits
@@ -61,7 +64,10 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     cv_seconds = 0.0
     cross_validated = method == "pidkl-cv" or (method == "pidkl" and p.fixed is None)
     configs = grid_configs(p.grid) if cross_validated else []
-    if method == "pidkl" and p.fixed is not None:   # decided beforehand: no selection here
+    if method in RESTART_METHODS and p.fixed is None:
+        raise ValueError(f"Method {method!r} restarts the fixed PI-DKL configuration; "
+                         f"experiment {experiment_name!r} has none (Protocol.fixed)")
+    if method in ("pidkl",) + RESTART_METHODS and p.fixed is not None:  # decided beforehand
         fixed = dict(p.fixed)
     elif method in VARIANTS:     # full-VI variants: fixed gamma and m, no cross-validation
         fixed = dict(VARIANT_CONFIG)
@@ -88,21 +94,26 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
                                                     for r in cv.table},
                      cv_rmse={json.dumps(r["config"]): r["rmse"] for r in cv.table},
                      initial=experiment.initial)
-    pyro.set_rng_seed(seed)
-    model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
-                        **config)
-    result = fit(model, progress=False, **fit_kwargs)
+    if method in RESTART_METHODS:
+        model, result, restarts = _fit_restarts(method, experiment, data, config, seed,
+                                                fit_kwargs)
+        hyper.update(restarts)
+    else:
+        pyro.set_rng_seed(seed)
+        model = build_model(method, experiment, data.X_train, data.y_train, data.input_names,
+                            **config)
+        result = fit(model, progress=False, **fit_kwargs)
     mean, var_f = model(data.X_test)
     _, var_y = model(data.X_test, noiseless=False)
     scores = predictive_scores(mean, var_y, data.y_test)
-    exact = not isinstance(model, SparsePIDKL)
+    exact = not isinstance(model, (SparsePIDKL, Ensemble))
     if exact:  # PSIS-LOO needs the exact GP posterior
         with warnings.catch_warnings():  # high Pareto k is recorded below, not printed
             warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
             loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
     record = {"experiment": experiment_name, "method": method, "seed": seed,
               "rmse": scores["rmse"], "nrmse": scores["nrmse"], "test_lpd": scores["test_lpd"],
-              "coverage95": scores["coverage"][0.95],
+              "crps": scores["crps"], "coverage95": scores["coverage"][0.95],
               "fit_seconds": result.seconds, "hyper": hyper,
               "coverage": {str(k): v for k, v in scores["coverage"].items()},
               "pit_ks_pvalue": scores["pit_ks_pvalue"],
@@ -120,7 +131,35 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     if keep_predictions:
         record["predictions"] = {"mean": mean.numpy(), "var_f": var_f.numpy(),
                                  "var_y": var_y.numpy()}
+        if isinstance(model, Ensemble):
+            record["predictions"]["members"] = [
+                {"mean": mu.numpy(), "var_y": v.numpy()}
+                for mu, v in (m(data.X_test, noiseless=False) for m in model.members)]
     return record
+
+
+def _fit_restarts(method, experiment, data, config, seed, fit_kwargs):
+    """``experiment.protocol.restarts`` PI-DKL fits at ``config`` (restart ``r`` seeded
+    ``seed + 1000 r``; restart 0 is the single ``pidkl`` fit). ``pidkl-ens`` predicts with
+    their moment-matched mixture, ``pidkl-best`` with the restart whose training objective
+    (negative ELBO, 64 particles) is lowest: neither looks at held-out data.
+
+    :returns: ``(model, fit_result, hyper)``; the fit result's seconds are the restarts' sum.
+    """
+    def build():
+        return build_model("pidkl", experiment, data.X_train, data.y_train, data.input_names,
+                           **config)
+
+    ensemble, results, objectives = fit_restarts(
+        build, experiment.protocol.restarts, seed=seed, progress=False, **fit_kwargs)
+    best = int(np.argmin(objectives))
+    model = ensemble if method == "pidkl-ens" else ensemble.members[best]
+    result = dataclasses.replace(results[best], seconds=sum(r.seconds for r in results))
+    hyper = {"restarts": len(results), "restart_seeds": [seed + 1000 * r
+                                                         for r in range(len(results))],
+             "training_objectives": objectives, "best_restart": best,
+             "restart_learned": [m.equation_parameters() for m in ensemble.members]}
+    return model, result, hyper
 
 
 LEVELS = ("0.5", "0.8", "0.9", "0.95")

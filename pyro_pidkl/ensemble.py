@@ -1,0 +1,116 @@
+r"""Restarts of one fit: an equal-weight ensemble, or the restart with the best training
+objective.
+
+The collapsed PI-DKL objective has several optima on an extrapolation task (the learned
+equation coefficients and the source kernel trade off against each other), and which one a
+fit reaches depends on its random start. Two ways to use ``R`` restarts, neither of which
+looks at held-out data:
+
+* :class:`Ensemble`: the equal-weight mixture of the restarts' Gaussian predictives,
+  reported as the Gaussian with the mixture's mean and variance (as deep ensembles are
+  scored, Lakshminarayanan et al. 2017):
+
+  .. math::
+
+      \bar\mu = \frac1R \sum_r \mu_r, \qquad
+      \bar v = \frac1R \sum_r (v_r + \mu_r^2) - \bar\mu^2 ;
+
+* the restart whose training objective (the negative ELBO, estimated with many particles at
+  the final parameters, :func:`training_objective`) is lowest.
+"""
+
+import pyro
+import torch
+
+from .infer import default_elbo, fit
+
+__all__ = ["Ensemble", "fit_restarts", "training_objective"]
+
+
+def training_objective(model, num_particles=64, seed=0):
+    r"""The negative ELBO of a fitted ``model`` at its current parameters, averaged over
+    ``num_particles`` draws of the model's sample sites (``Z``, ``eps``): the objective
+    restarts are compared by. Reproducible for a given ``seed``; no gradients are kept.
+
+    :returns: a float (lower is better).
+    """
+    pyro.set_rng_seed(seed)
+    pyro.clear_param_store()
+    elbo = default_elbo(model, num_particles, vectorize_particles=num_particles > 1)
+    try:
+        with torch.enable_grad():  # the physics term differentiates the posterior draw
+            value = elbo.differentiable_loss(model.model, model.guide)
+        return float(value.detach())
+    finally:
+        pyro.clear_param_store()
+
+
+class Ensemble:
+    """The equal-weight mixture of fitted models' predictives, moment-matched to a Gaussian.
+
+    :param members: fitted models; each maps ``X`` ``(n, d)`` to ``(mean, var)`` of shape
+        ``(n,)`` with ``model(X, noiseless=...)``.
+    """
+
+    def __init__(self, members):
+        members = list(members)
+        if not members:
+            raise ValueError("Expected at least one fitted model in an Ensemble; got none")
+        self.members = members
+
+    def __len__(self):
+        return len(self.members)
+
+    def __call__(self, X, noiseless=True):
+        """Mean and variance ``(n,)`` of the mixture at ``X`` (of f, or of y when
+        ``noiseless=False``)."""
+        outs = [m(X, noiseless=noiseless) for m in self.members]
+        means = torch.stack([mu for mu, _ in outs])
+        second = torch.stack([var + mu.pow(2) for mu, var in outs])
+        mean = means.mean(0)
+        return mean, (second.mean(0) - mean.pow(2)).clamp_min(0)
+
+    def noise_variance(self):
+        """The members' noise variances, as a list."""
+        return [m.noise_variance() for m in self.members]
+
+    def equation_parameters(self):
+        """Per equation parameter, the median over members (members without equation
+        parameters are skipped)."""
+        per = {}
+        for m in self.members:
+            if hasattr(m, "equation_parameters"):
+                for k, v in m.equation_parameters().items():
+                    per.setdefault(k, []).append(float(v))
+        return {k: float(torch.tensor(v).median()) for k, v in per.items()}
+
+    def __repr__(self):
+        return f"Ensemble({len(self)} x {type(self.members[0]).__name__})"
+
+
+def fit_restarts(build, restarts, seed=0, objective_particles=64, **fit_kwargs):
+    r"""Fit ``restarts`` fresh models from ``build()``, restart ``r`` seeded with
+    ``seed + 1000 r`` (restart 0 is the single fit with ``seed``).
+
+    :param build: ``build() -> model`` (called after the restart's seed is set, so the
+        network's initial weights differ between restarts).
+    :param int restarts: ``R >= 1``.
+    :param int objective_particles: particles of :func:`training_objective` (0 skips it).
+    :param fit_kwargs: passed to :func:`~pyro_pidkl.infer.fit`.
+    :returns: ``(ensemble, results, objectives)``: an :class:`Ensemble` of the fitted
+        models, their :class:`~pyro_pidkl.infer.FitResult`\ s and training objectives.
+    """
+    if int(restarts) != restarts or restarts < 1:
+        raise ValueError(f"Expected restarts to be an integer >= 1; got {restarts!r}")
+    if "seed" in fit_kwargs:
+        raise ValueError("Pass the seed as fit_restarts(seed=...), not in fit_kwargs: each "
+                         "restart gets its own seed, seed + 1000 r")
+    members, results, objectives = [], [], []
+    for r in range(int(restarts)):
+        pyro.set_rng_seed(seed + 1000 * r)
+        model = build()
+        results.append(fit(model, **fit_kwargs))
+        objectives.append(training_objective(model, objective_particles, seed=seed)
+                          if objective_particles else float("nan"))
+        members.append(model)
+    return Ensemble(members), results, objectives
