@@ -3,9 +3,10 @@
 from . import baselines, datasets, diagnostics, lfm_kernels, physics, plots
 from .domain import Box, Gaussian
 from .draw import PosteriorDraw, feature_jet
+from .ensemble import Ensemble, fit_restarts, training_objective
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
-from .metrics import coverage, nrmse, rmse, test_log_predictive_density
+from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
 from .models import DKL, LFM, PIDKL, SKL, ExactGP, SparsePIDKL
 from .nn import MLP
 from .physics import Equation, Parameter
@@ -18,6 +19,7 @@ __all__ = sorted([
     "Box",
     "CVResult",
     "DKL",
+    "Ensemble",
     "Equation",
     "ExactGP",
     "FitDivergedError",
@@ -38,10 +40,12 @@ __all__ = sorted([
     "cho_solve",
     "coverage",
     "cross_validate",
+    "crps",
     "datasets",
     "diagnostics",
     "feature_jet",
     "fit",
+    "fit_restarts",
     "holdout_split",
     "kfold_splits",
     "lfm_kernels",
@@ -52,4 +56,5 @@ __all__ = sorted([
     "quad_diag",
     "rmse",
     "test_log_predictive_density",
+    "training_objective",
 ])

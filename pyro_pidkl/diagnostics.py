@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from .models.exact_gp import own_parameters
 from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
 
 __all__ = ["LEVELS", "compare", "exact_loo", "loo", "pit", "predictive_scores", "to_datatree"]
@@ -125,6 +126,7 @@ def loo(tree):
     return az_loo(tree, pointwise=True, var_name="y_train")
 
 
+@own_parameters
 def exact_loo(model):
     r"""Closed-form leave-one-out predictive of an exact GP (user units).
 

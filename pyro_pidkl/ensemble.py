@@ -102,9 +102,6 @@ def fit_restarts(build, restarts, seed=0, objective_particles=64, **fit_kwargs):
     """
     if int(restarts) != restarts or restarts < 1:
         raise ValueError(f"Expected restarts to be an integer >= 1; got {restarts!r}")
-    if "seed" in fit_kwargs:
-        raise ValueError("Pass the seed as fit_restarts(seed=...), not in fit_kwargs: each "
-                         "restart gets its own seed, seed + 1000 r")
     members, results, objectives = [], [], []
     for r in range(int(restarts)):
         pyro.set_rng_seed(seed + 1000 * r)

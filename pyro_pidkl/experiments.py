@@ -222,7 +222,8 @@ VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):
     """A fresh model of ``method`` ('pidkl', 'pidkl-cv', 'dkl', 'skl', a variant or one of
     ``experiment.lfm``) for ``experiment`` on ``(X, y)``; ``kwargs`` are model options
-    (``skip_inputs``, ...)."""
+    (``skip_inputs``, ...). For ``pidkl-ens`` and ``pidkl-best`` it builds one restart (a
+    :class:`PIDKL`); :func:`~pyro_pidkl.reproduce.run_one` fits several."""
     names = tuple(input_names)
     kwargs = {**experiment.model_kwargs, **kwargs}
     if method in experiment.lfm:
@@ -231,7 +232,7 @@ def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwa
         return SKL(X, y, input_names=names, **kwargs)
     if method == "dkl":
         return DKL(X, y, input_names=names, **kwargs)
-    if method in ("pidkl", "pidkl-cv", "pidkl-svgp", "pidkl-bayes"):
+    if method in ("pidkl", "pidkl-cv", "pidkl-svgp", "pidkl-bayes") + RESTART_METHODS:
         grid = experiment.protocol.grid
         gamma = grid["gamma"][0] if gamma is None else gamma
         m = grid["m"][0] if m is None else m

@@ -68,6 +68,26 @@ def test_models_fitted_in_one_process_keep_their_own_parameters():
     assert a.noise_variance() == noise_a
 
 
+def test_predicting_with_one_model_does_not_change_another():
+    # a PyroModule adopts any value the global param store holds under its names: predicting
+    # with a, then b, used to give b a's kernel hyperparameters, for good
+    t, y = _decay()
+    models = []
+    for seed in (0, 1):
+        pyro.set_rng_seed(seed)
+        models.append(pk.DKL(t, y))
+        pk.fit(models[-1], num_steps=30, lr=0.05, progress=False)
+    a, b = models
+    pyro.clear_param_store()
+    alone = b(t)[0]
+    pyro.clear_param_store()
+    a(t)
+    after_a = b(t)[0]
+    assert torch.equal(alone, after_a)
+    assert not torch.equal(a(t)[0], after_a)
+    assert float(a.kernel.kern.lengthscale.detach()) != float(b.kernel.kern.lengthscale.detach())
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fit_recovers_the_decay_rate_of_a_noise_free_exponential(seed):
     """f = 1.5 exp(-2 t) solves f_t + B f = 0 only for B = 2; B starts at 0.5."""

@@ -8,6 +8,8 @@ The noise variance :math:`\sigma^2` (standardised units) is constrained above a 
 cannot collapse (the paper's code lets it reach ~1e-10 and becomes overconfident).
 """
 
+import functools
+
 import torch
 import pyro
 from pyro.distributions import constraints
@@ -16,7 +18,23 @@ from pyro.nn import PyroModule, PyroParam, pyro_method
 from ..data import Standardizer, as_inputs, as_targets
 from ..posterior import GPPosterior
 
-__all__ = ["ExactGP"]
+__all__ = ["ExactGP", "own_parameters"]
+
+
+def own_parameters(method):
+    """Run ``method`` in an empty scope of Pyro's global parameter store.
+
+    A :class:`~pyro.nn.PyroModule` called outside a fit reads any value the global store
+    holds under its parameters' names, and *adopts* it: after predicting with one model,
+    a second model with the same names (``kernel.kern.lengthscale``, ``noise``, ...) would
+    predict with, and keep, the first one's values. Inside the scope each model registers,
+    and so uses, its own tensors; the store is restored afterwards.
+    """
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with pyro.get_param_store().scope():
+            return method(*args, **kwargs)
+    return wrapper
 
 
 class ExactGP(PyroModule):
@@ -78,6 +96,7 @@ class ExactGP(PyroModule):
     def guide(self):
         """No latent sites: the hyperparameters are point estimates."""
 
+    @own_parameters
     def forward(self, Xnew, full_cov=False, noiseless=True):
         r"""Posterior mean and variance of :math:`f` (``noiseless=True``) or :math:`y` at
         ``Xnew`` ``(M, d)``, in the user's units.

@@ -33,6 +33,7 @@ from ..nn import smoothness_order
 from ..physics.equation import Equation
 from ..posterior import jittered_cholesky
 from .baselines import DKL
+from .exact_gp import own_parameters
 
 __all__ = ["PIDKL"]
 
@@ -230,6 +231,7 @@ class PIDKL(DKL):
             self.equation_guide()
         self.sample_physics_priors()
 
+    @own_parameters
     def equation_posterior(self, num_samples=2000, seed=0, prob=0.9):
         r"""Posterior summary of the Bayesian equation parameters from the guide:
         ``{name: {"mean", "median", "lower", "upper"}}`` with the central ``prob`` interval
