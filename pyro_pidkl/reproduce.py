@@ -174,7 +174,9 @@ def summarize(records):
     rows = []
     for (exp, method), rs in out.items():
         row = {"experiment": exp, "method": method, "seeds": len(rs)}
-        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds"):
+        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds", "crps"):
+            if key == "crps" and not all(key in r for r in rs):
+                continue  # records made before CRPS was scored
             v = np.array([r[key] for r in rs], dtype=float)
             row[key] = (float(np.median(v)), float(v.min()), float(v.max()))
         if all("coverage" in r for r in rs):
@@ -189,6 +191,10 @@ def summarize(records):
             row["selected"] = ("CV" if any(r["hyper"].get("cv") for r in rs) else "fixed")
             if any(r["hyper"].get("skip_inputs") for r in rs):
                 row["selected"] += ", [phi(u), u] kernel"
+            restarts = {r["hyper"].get("restarts") for r in rs} - {None}
+            if restarts:
+                how = "mixture" if method == "pidkl-ens" else "best training objective"
+                row["selected"] += f", {max(restarts)} restarts: {how}"
         if any("learned" in r["hyper"] for r in rs):
             learned = {}
             for r in rs:
@@ -261,8 +267,8 @@ def calibration_markdown(records):
 
 def markdown_table(records):
     """The README's results table (median [min, max] over seeds)."""
-    lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | 95% coverage | fit s | "
-             "gamma (how set) | learned (median) |", "|" + "---|" * 10]
+    lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | CRPS | 95% coverage | "
+             "fit s | gamma (how set) | learned (median) |", "|" + "---|" * 11]
     for row in summarize(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
@@ -272,7 +278,9 @@ def markdown_table(records):
             gamma += f" ({row['selected']})"
         lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
                      f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
-                     f"{_cell(row, 'test_lpd', '.2f')} | {_cell(row, 'coverage95', '.2f')} | "
+                     f"{_cell(row, 'test_lpd', '.2f')} | "
+                     f"{_cell(row, 'crps', '.4f') if 'crps' in row else '—'} | "
+                     f"{_cell(row, 'coverage95', '.2f')} | "
                      f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
     return "\n".join(lines)
 
