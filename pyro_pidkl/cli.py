@@ -16,7 +16,7 @@ import pyro
 import torch
 
 from . import __version__
-from .experiments import EXPERIMENTS, build_model
+from .experiments import EXPERIMENTS, RESTART_METHODS, build_model
 from .infer import fit
 from .diagnostics import predictive_scores
 
@@ -32,7 +32,13 @@ def _fit_command(args):
         torch.set_num_threads(args.threads)
     print(f"{experiment.description}\n{data}", file=sys.stderr)
     rows = []
-    for method in args.methods.split(","):
+    methods = [m.strip() for m in args.methods.split(",")]
+    restarts = [m for m in methods if m in RESTART_METHODS]
+    if restarts:
+        raise SystemExit(f"pidkl fit runs one fit per method; {restarts} fit several restarts: "
+                         f"run `pidkl reproduce {experiment.name} --methods "
+                         f"{','.join(restarts)}`")
+    for method in methods:
         pyro.set_rng_seed(args.seed)
         model = build_model(method.strip(), experiment, data.X_train, data.y_train,
                             data.input_names, gamma=args.gamma, m=args.m)

@@ -35,14 +35,12 @@ def training_objective(model, num_particles=64, seed=0):
     :returns: a float (lower is better).
     """
     pyro.set_rng_seed(seed)
-    pyro.clear_param_store()
     elbo = default_elbo(model, num_particles, vectorize_particles=num_particles > 1)
-    try:
-        with torch.enable_grad():  # the physics term differentiates the posterior draw
-            value = elbo.differentiable_loss(model.model, model.guide)
-        return float(value.detach())
-    finally:
-        pyro.clear_param_store()
+    # an empty scope of the global param store: the model's own parameters, and whatever
+    # the store held (another model's fit, say) is back afterwards
+    with pyro.get_param_store().scope(), torch.enable_grad():  # the physics term
+        value = elbo.differentiable_loss(model.model, model.guide)  # differentiates the draw
+    return float(value.detach())
 
 
 class Ensemble:

@@ -134,3 +134,44 @@ def test_restart_methods_of_an_experiment(monkeypatch):
         base, protocol=dataclasses.replace(base.protocol, fixed=None)))
     with pytest.raises(ValueError, match="restarts the fixed PI-DKL configuration"):
         run_one("ode", "pidkl-ens", 0, num_steps=2)
+
+
+def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_single():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dev_restarts.py"
+    spec = importlib.util.spec_from_file_location("dev_restarts", path)
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)
+
+    def rows(single, ensemble, best):
+        return {"single": {"crps": single}, "ensemble": {"crps": ensemble},
+                "best": {"crps": best}}
+
+    chosen, ranks = rule.choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.1, 0.2, 0.3)})
+    assert ranks == {"single": 2.0, "ensemble": 2.0, "best": 2.0} and chosen == "single"
+    chosen, ranks = rule.choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.2, 0.1, 0.3),
+                                 "c": rows(0.2, 0.2, 0.1)})
+    # equal CRPS on "c": single ranks before ensemble
+    assert ranks == pytest.approx({"single": 7 / 3, "ensemble": 2.0, "best": 5 / 3})
+    assert chosen == "best"
+
+
+def test_pidkl_fit_points_restart_methods_to_reproduce():
+    from pyro_pidkl.cli import main
+
+    with pytest.raises(SystemExit, match="pidkl reproduce ode --methods pidkl-best"):
+        main(["fit", "ode", "--methods", "dkl,pidkl-best", "--steps", "1", "--quiet"])
+
+
+def test_training_objective_leaves_the_param_store_as_it_was():
+    X, y = _ode_data()
+    model = DKL(X, y, input_names=("t",),
+                feature_net=MLP(1, 2, width=8, depth=2, dtype=torch.float64))
+    pyro.clear_param_store()
+    kept = pyro.param("someone_elses", torch.tensor(3.0))
+    training_objective(model, 4)
+    assert list(pyro.get_param_store().keys()) == ["someone_elses"]
+    assert pyro.param("someone_elses") is kept
+    pyro.clear_param_store()
