@@ -86,6 +86,24 @@ class Ensemble:
         return f"Ensemble({len(self)} x {type(self.members[0]).__name__})"
 
 
+def _tensors(model):
+    """``{id: name}`` of the tensors a model trains (parameters and buffers)."""
+    named = list(model.named_parameters()) + list(model.named_buffers())
+    return {id(t): name for name, t in named}
+
+
+def _check_fresh(model, members, r):
+    """Restarts must not share a trained tensor (e.g. one Equation object, whose unknown
+    parameters would then carry over from one restart to the next)."""
+    mine = _tensors(model)
+    for k, other in enumerate(members):
+        shared = sorted(mine[i] for i in set(mine) & set(_tensors(other)))
+        if shared:
+            raise ValueError(f"Expected build() to return a fresh model each call; restart {r} "
+                             f"shares {shared[:3]} with restart {k}. Create everything the "
+                             "model trains (its Equation, feature net, ...) inside build().")
+
+
 def fit_restarts(build, restarts, seed=0, objective_particles=64, **fit_kwargs):
     r"""Fit ``restarts`` fresh models from ``build()``, restart ``r`` seeded with
     ``seed + 1000 r`` (restart 0 is the single fit with ``seed``).
@@ -104,6 +122,7 @@ def fit_restarts(build, restarts, seed=0, objective_particles=64, **fit_kwargs):
     for r in range(int(restarts)):
         pyro.set_rng_seed(seed + 1000 * r)
         model = build()
+        _check_fresh(model, members, r)
         results.append(fit(model, **fit_kwargs))
         objectives.append(training_objective(model, objective_particles, seed=seed)
                           if objective_particles else float("nan"))

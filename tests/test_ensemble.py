@@ -91,6 +91,10 @@ def test_restart_zero_is_the_single_fit_and_restarts_differ():
     assert training_objective(single, 64, seed=7) == pytest.approx(objectives[0], rel=1e-10)
     with pytest.raises(ValueError, match="restarts"):
         fit_restarts(build, 0)
+    shared_equation = physics.first_order_ode(B=0.5, D=0.5)
+    with pytest.raises(ValueError, match="restart 1 shares .* with restart 0"):
+        fit_restarts(lambda: PIDKL(X, y, shared_equation, input_names=("t",), m=5),
+                     2, num_steps=1, progress=False)
 
 
 def test_training_objective_of_a_gp_without_sample_sites_is_its_negative_log_marginal():
