@@ -59,13 +59,15 @@ class Ensemble:
     def __len__(self):
         return len(self.members)
 
-    def __call__(self, X, noiseless=True):
-        """Mean and variance ``(n,)`` of the mixture at ``X`` (of f, or of y when
-        ``noiseless=False``)."""
-        outs = [m(X, noiseless=noiseless) for m in self.members]
-        means = torch.stack([mu for mu, _ in outs])
+    def __call__(self, X, noiseless=True, full_cov=False):
+        """Mean ``(n,)`` and variance ``(n,)`` (or covariance ``(n, n)`` with ``full_cov``) of
+        the mixture at ``X``, of f, or of y when ``noiseless=False``."""
+        outs = [m(X, noiseless=noiseless, full_cov=full_cov) for m in self.members]
+        mean = torch.stack([mu for mu, _ in outs]).mean(0)
+        if full_cov:
+            second = torch.stack([cov + mu[:, None] * mu[None, :] for mu, cov in outs])
+            return mean, second.mean(0) - mean[:, None] * mean[None, :]
         second = torch.stack([var + mu.pow(2) for mu, var in outs])
-        mean = means.mean(0)
         return mean, (second.mean(0) - mean.pow(2)).clamp_min(0)
 
     def noise_variance(self):

@@ -34,8 +34,9 @@ class _Fixed:
         self.mean, self.var, self.noise = (torch.tensor(mean, dtype=torch.float64),
                                            torch.tensor(var, dtype=torch.float64), noise)
 
-    def __call__(self, X, noiseless=True):
-        return self.mean.clone(), self.var + (0.0 if noiseless else self.noise)
+    def __call__(self, X, noiseless=True, full_cov=False):
+        var = self.var + (0.0 if noiseless else self.noise)
+        return self.mean.clone(), (torch.diag(var) if full_cov else var)
 
     def noise_variance(self):
         return self.noise
@@ -62,6 +63,12 @@ def test_ensemble_moments_follow_the_law_of_total_variance():
     assert var_y[1].item() == pytest.approx(var[1].item() + 0.2)  # mean noise added
     assert ens.noise_variance() == [0.1, 0.3, 0.2]
     assert ens.equation_parameters() == {"a": 2.0}
+    _, cov = ens(None, full_cov=True)
+    assert torch.allclose(cov.diagonal(), var)
+    # off the diagonal only the spread of the means: Cov_r(mu_r[0], mu_r[1])
+    mu0, mu1 = torch.tensor([0.0, 2.0, 4.0]), torch.tensor([1.0, 1.0, 4.0])
+    expected = ((mu0 - mu0.mean()) * (mu1 - mu1.mean())).mean()
+    assert cov[0, 1].item() == pytest.approx(expected.item()) == cov[1, 0].item()
     one_mean, one_var = Ensemble([b])(None)
     assert torch.equal(one_mean, b.mean) and torch.allclose(one_var, b.var)
     with pytest.raises(ValueError, match="at least one fitted model"):
