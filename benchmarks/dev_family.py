@@ -89,13 +89,8 @@ def run(task, candidate, seed):
 
 def choose(summary, candidates):
     """The pre-declared rule; ``summary[task][candidate]`` is the median CRPS."""
-    ranks = {c: [] for c in candidates}
-    for task, crps in summary.items():
-        order = sorted(candidates, key=lambda c: (crps[c], candidates.index(c)))
-        for rank, c in enumerate(order, 1):
-            ranks[c].append(rank)
-    mean_rank = {c: float(np.mean(v)) for c, v in ranks.items()}
-    return min(candidates, key=lambda c: (mean_rank[c], candidates.index(c))), mean_rank
+    from pyro_pidkl.selection import mean_rank_choice
+    return mean_rank_choice(summary, candidates)
 
 
 def main():

@@ -33,10 +33,22 @@ COMBINATIONS = ("single", "ensemble", "best")
 TASKS = ("ode-dev", "ode-dev2", "diffusion-dev")
 
 
+def _with_twin_choice(task):
+    """The twin runs ``TWIN_CHOICE``, as when this script chose (the 1stODE experiment has
+    run ``ODE_FAMILY_CHOICE`` since ``benchmarks/dev_family.py``)."""
+    import dataclasses
+
+    from pyro_pidkl.experiments import EXPERIMENTS, TWIN_CHOICE
+    e = EXPERIMENTS[task]
+    EXPERIMENTS[task] = dataclasses.replace(
+        e, protocol=dataclasses.replace(e.protocol, fixed=TWIN_CHOICE))
+
+
 def run(task, seed):
     import torch
     from pyro_pidkl.reproduce import run_one
     torch.set_num_threads(1)
+    _with_twin_choice(task)
     r = run_one(task, "pidkl-ens", seed, keep_predictions=True)
     members = r["predictions"]["members"]
     best = r["hyper"]["best_restart"]
@@ -65,14 +77,9 @@ def run(task, seed):
 def choose(summary):
     """The pre-declared rule (module docstring); ``summary[task][combination]`` holds
     median scores."""
-    ranks = {c: [] for c in COMBINATIONS}
-    for task, rows in summary.items():
-        order = sorted(COMBINATIONS, key=lambda c: (rows[c]["crps"], COMBINATIONS.index(c)))
-        for rank, c in enumerate(order, 1):
-            ranks[c].append(rank)
-    mean_rank = {c: float(np.mean(v)) for c, v in ranks.items()}
-    chosen = min(COMBINATIONS, key=lambda c: (mean_rank[c], COMBINATIONS.index(c)))
-    return chosen, mean_rank
+    from pyro_pidkl.selection import mean_rank_choice
+    return mean_rank_choice({t: {c: rows[c]["crps"] for c in COMBINATIONS}
+                             for t, rows in summary.items()}, COMBINATIONS)
 
 
 def main():

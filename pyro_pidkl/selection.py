@@ -21,7 +21,8 @@ from .data import as_inputs, as_targets
 from .infer import fit
 from .metrics import rmse, test_log_predictive_density
 
-__all__ = ["CVResult", "cross_validate", "grid_configs", "holdout_split", "kfold_splits"]
+__all__ = ["CVResult", "cross_validate", "grid_configs", "holdout_split", "kfold_splits",
+           "mean_rank_choice"]
 
 PAPER_GAMMA_GRID = (0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10)
 
@@ -130,3 +131,22 @@ def cross_validate(build, X, y, grid, splits=None, score="rmse", jobs=1, fit_kwa
                            + "; ".join(table[0]["errors"][:3]))
     best = min(finite, key=key)  # first of ties, in grid order
     return CVResult(best=dict(best["config"]), score=score, table=table)
+
+
+def mean_rank_choice(scores, options):
+    """Choose across tasks by mean rank: on each task rank ``options`` by score (lower is
+    better; ties in the order of ``options``), then take the lowest mean rank (ties again in
+    that order). How the development twins choose a protocol.
+
+    :param dict scores: ``{task: {option: score}}``.
+    :param options: the options, in order of preference for ties.
+    :returns: ``(chosen, {option: mean rank})``.
+    """
+    options = list(options)
+    ranks = {o: [] for o in options}
+    for task, row in scores.items():
+        order = sorted(options, key=lambda o: (row[o], options.index(o)))
+        for rank, o in enumerate(order, 1):
+            ranks[o].append(rank)
+    mean_rank = {o: float(np.mean(v)) for o, v in ranks.items()}
+    return min(options, key=lambda o: (mean_rank[o], options.index(o))), mean_rank
