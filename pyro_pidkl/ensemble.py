@@ -30,16 +30,17 @@ __all__ = ["Ensemble", "fit_restarts", "training_objective"]
 def training_objective(model, num_particles=64, seed=0):
     r"""The negative ELBO of a fitted ``model`` at its current parameters, averaged over
     ``num_particles`` draws of the model's sample sites (``Z``, ``eps``): the objective
-    restarts are compared by. Reproducible for a given ``seed``; no gradients are kept.
+    restarts are compared by. Reproducible for a given ``seed``; the caller's random state
+    and param store are left as they were; no gradients are kept.
 
     :returns: a float (lower is better).
     """
-    pyro.set_rng_seed(seed)
     elbo = default_elbo(model, num_particles, vectorize_particles=num_particles > 1)
     # an empty scope of the global param store: the model's own parameters, and whatever
-    # the store held (another model's fit, say) is back afterwards
-    with pyro.get_param_store().scope(), torch.enable_grad():  # the physics term
-        value = elbo.differentiable_loss(model.model, model.guide)  # differentiates the draw
+    # the store held (another model's fit, say) is back afterwards; the random state too
+    with pyro.get_param_store().scope(), pyro.poutine.seed(rng_seed=seed), \
+            torch.enable_grad():  # the physics term differentiates the posterior draw
+        value = elbo.differentiable_loss(model.model, model.guide)
     return float(value.detach())
 
 

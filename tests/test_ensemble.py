@@ -176,13 +176,17 @@ def test_pidkl_fit_points_restart_methods_to_reproduce():
         main(["fit", "ode", "--methods", "dkl,pidkl-best", "--steps", "1", "--quiet"])
 
 
-def test_training_objective_leaves_the_param_store_as_it_was():
+def test_training_objective_leaves_the_param_store_and_random_state_as_they_were():
     X, y = _ode_data()
     model = DKL(X, y, input_names=("t",),
                 feature_net=MLP(1, 2, width=8, depth=2, dtype=torch.float64))
     pyro.clear_param_store()
     kept = pyro.param("someone_elses", torch.tensor(3.0))
+    pyro.set_rng_seed(5)
+    expected = torch.rand(3)
+    pyro.set_rng_seed(5)
     training_objective(model, 4)
+    assert torch.equal(torch.rand(3), expected)  # the caller's random stream goes on as before
     assert list(pyro.get_param_store().keys()) == ["someone_elses"]
     assert pyro.param("someone_elses") is kept
     pyro.clear_param_store()
