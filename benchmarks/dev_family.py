@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+import dev_protocol
 from dev_protocol import CANDIDATES
 
 FAMILY_SEED = 2026
@@ -77,14 +78,9 @@ def register_twins():
 
 
 def run(task, candidate, seed):
-    import torch
-    from dev_protocol import register
-    from pyro_pidkl.reproduce import run_one
-    torch.set_num_threads(1)
+    """``dev_protocol.run`` on any twin, the drawn ones included."""
     register_twins()
-    r = run_one(register(task, candidate), "pidkl", seed)
-    return {k: r[k] for k in ("rmse", "crps", "coverage95", "test_lpd", "fit_seconds")} | {
-        "gamma": r["hyper"].get("gamma"), "learned": r["hyper"].get("learned")}
+    return dev_protocol.run(task, candidate, seed)
 
 
 def choose(summary, candidates):
@@ -115,14 +111,9 @@ def main():
     for t in tasks:
         summary[t] = {}
         for c in cands:
-            rs = by[(t, c)]
-            row = {"task": t, "candidate": c, "seeds": seeds}
-            for key in ("rmse", "crps", "coverage95", "test_lpd", "fit_seconds"):
-                v = np.array([r[key] for r in rs], dtype=float)
-                row[f"median_{key}"] = float(np.median(v))
-                row[key] = v.round(4).tolist()
-            row["gamma"] = [r["gamma"] for r in rs]
-            row["learned"] = [r["learned"] for r in rs]
+            row = dev_protocol.summary_row(
+                t, c, seeds, by[(t, c)],
+                ("rmse", "crps", "coverage95", "test_lpd", "fit_seconds"))
             summary[t][c] = row["median_crps"]
             print(json.dumps(row), flush=True)
     chosen, mean_rank = choose(summary, cands)

@@ -55,9 +55,22 @@ def run(task, candidate, seed):
     from pyro_pidkl.reproduce import run_one
     torch.set_num_threads(1)
     r = run_one(register(task, candidate), "pidkl", seed)
-    return {k: r[k] for k in ("rmse", "coverage95", "test_lpd", "fit_seconds")} | {
+    return {k: r[k] for k in ("rmse", "crps", "coverage95", "test_lpd", "fit_seconds")} | {
         "gamma": r["hyper"].get("gamma"), "m": r["hyper"].get("m"),
         "learned": r["hyper"].get("learned")}
+
+
+def summary_row(task, candidate, seeds, rs, keys):
+    """One candidate on one task: the median and the per-seed values of each of ``keys``
+    over the seeds' results ``rs``, with the gamma and learned parameters of each seed."""
+    row = {"task": task, "candidate": candidate, "seeds": seeds}
+    for key in keys:
+        v = np.array([r[key] for r in rs], dtype=float)
+        row[f"median_{key}"] = float(np.median(v))
+        row[key] = v.round(4).tolist()
+    row["gamma"] = [r["gamma"] for r in rs]
+    row["learned"] = [r["learned"] for r in rs]
+    return row
 
 
 def choose(rows):
@@ -87,14 +100,8 @@ def main():
     for t in tasks:
         rows = []
         for c in cands:
-            rs = summary[(t, c)]
-            row = {"task": t, "candidate": c, "seeds": seeds}
-            for key in ("rmse", "coverage95", "test_lpd", "fit_seconds"):
-                v = np.array([r[key] for r in rs], dtype=float)
-                row[f"median_{key}"] = float(np.median(v))
-                row[key] = v.round(4).tolist()
-            row["gamma"] = [r["gamma"] for r in rs]
-            row["learned"] = [r["learned"] for r in rs]
+            row = summary_row(t, c, seeds, summary[(t, c)],
+                              ("rmse", "coverage95", "test_lpd", "fit_seconds"))
             rows.append(row)
             print(json.dumps(row), flush=True)
         print(json.dumps({"task": t, "chosen": choose(rows),

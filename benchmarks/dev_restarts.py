@@ -50,13 +50,10 @@ def run(task, seed):
     torch.set_num_threads(1)
     _with_twin_choice(task)
     r = run_one(task, "pidkl-ens", seed, keep_predictions=True)
-    members = r["predictions"]["members"]
+    members, mixture = r["predictions"]["members"], r["predictions"]  # the record: pidkl-ens
     best = r["hyper"]["best_restart"]
-    means = np.stack([m["mean"] for m in members])
-    second = np.stack([m["var_y"] + m["mean"] ** 2 for m in members])
-    mix_mean = means.mean(0)
     predictive = {"single": (members[0]["mean"], members[0]["var_y"]),
-                  "ensemble": (mix_mean, second.mean(0) - mix_mean ** 2),
+                  "ensemble": (mixture["mean"], mixture["var_y"]),
                   "best": (members[best]["mean"], members[best]["var_y"])}
     from pyro_pidkl.diagnostics import predictive_scores
     from pyro_pidkl.experiments import EXPERIMENTS
@@ -69,8 +66,6 @@ def run(task, seed):
         s = predictive_scores(mu, var, y)
         out[name] = {"rmse": s["rmse"], "crps": s["crps"], "test_lpd": s["test_lpd"],
                      "coverage95": s["coverage"][0.95]}
-    # the record of run_one is the ensemble's: a check that the two computations agree
-    assert abs(out["ensemble"]["rmse"] - r["rmse"]) < 1e-9
     return out
 
 
