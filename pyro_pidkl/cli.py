@@ -40,7 +40,7 @@ def _fit_command(args):
                          f"{','.join(restarts)}`")
     for method in methods:
         pyro.set_rng_seed(args.seed)
-        model = build_model(method.strip(), experiment, data.X_train, data.y_train,
+        model = build_model(method, experiment, data.X_train, data.y_train,
                             data.input_names, gamma=args.gamma, m=args.m)
         result = fit(model, num_steps=steps, lr=lr, num_particles=args.particles,
                      progress=not args.quiet)

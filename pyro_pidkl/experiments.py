@@ -219,12 +219,12 @@ VARIANT_SVGP = {"num_inducing": 64, "batch_size": 256}
 
 #: the full-VI variants run without cross-validation, at ``VARIANT_CONFIG``
 VARIANTS = ("pidkl-svgp", "pidkl-bayes")
+VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 
 #: restarts of the fixed configuration: their mixture, or the best training objective;
 #: ``benchmarks/dev_restarts.py`` chose ``pidkl-best`` on the twins by a rule fixed before it
 #: ran (records: ``docs/results/dev_restarts.jsonl``), so the simulations run it by default
 RESTART_METHODS = ("pidkl-ens", "pidkl-best")
-VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 
 
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):
