@@ -46,17 +46,23 @@ def _with_twin_choice(task):
 
 def run(task, seed):
     import torch
-    from pyro_pidkl.reproduce import run_one
     torch.set_num_threads(1)
     _with_twin_choice(task)
+    return score_restarts(task, seed)
+
+
+def score_restarts(task, seed):
+    """Fit ``pidkl-ens`` on ``task`` (its protocol's fixed configuration) and score the three
+    ways of using the restarts on the test set: ``{"single": scores, "ensemble": ...}``."""
+    from pyro_pidkl.diagnostics import predictive_scores
+    from pyro_pidkl.experiments import EXPERIMENTS
+    from pyro_pidkl.reproduce import run_one
     r = run_one(task, "pidkl-ens", seed, keep_predictions=True)
     members, mixture = r["predictions"]["members"], r["predictions"]  # the record: pidkl-ens
     best = r["hyper"]["best_restart"]
     predictive = {"single": (members[0]["mean"], members[0]["var_y"]),
                   "ensemble": (mixture["mean"], mixture["var_y"]),
                   "best": (members[best]["mean"], members[best]["var_y"])}
-    from pyro_pidkl.diagnostics import predictive_scores
-    from pyro_pidkl.experiments import EXPERIMENTS
     y = EXPERIMENTS[task].data(seed).y_test
     out = {"task": task, "seed": seed, "best_restart": best,
            "training_objectives": r["hyper"]["training_objectives"],
