@@ -75,12 +75,28 @@ def score_restarts(task, seed):
     return out
 
 
+def combination_rows(task, rs, seeds, combinations, prefix=""):
+    """Print and return one summary row per use of the restarts (``combinations``) over
+    the seeds' results ``rs`` of :func:`score_restarts` on ``task``: the medians of RMSE,
+    CRPS, test LPD and 95% coverage, with RMSE and coverage per seed. Rows are labelled
+    ``prefix + combination``."""
+    rows = []
+    for c in combinations:
+        row = {"task": task, "candidate": prefix + c, "seeds": seeds}
+        for k in ("rmse", "crps", "test_lpd", "coverage95"):
+            row[f"median_{k}"] = float(np.median([r[c][k] for r in rs]))
+        row["rmse"] = [round(r[c]["rmse"], 4) for r in rs]
+        row["coverage95"] = [round(r[c]["coverage95"], 3) for r in rs]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def choose(summary):
-    """The pre-declared rule (module docstring); ``summary[task][combination]`` holds
-    median scores."""
+    """The pre-declared rule (module docstring); ``summary[task][combination]`` is the
+    median test CRPS."""
     from pyro_pidkl.selection import mean_rank_choice
-    return mean_rank_choice({t: {c: rows[c]["crps"] for c in COMBINATIONS}
-                             for t, rows in summary.items()}, COMBINATIONS)
+    return mean_rank_choice(summary, COMBINATIONS)
 
 
 def main():
@@ -99,17 +115,9 @@ def main():
         print(json.dumps(r), flush=True)
     summary = {}
     for t in tasks:
-        rs = [r for r in results if r["task"] == t]
-        summary[t] = {}
-        for c in COMBINATIONS:
-            row = {k: float(np.median([r[c][k] for r in rs]))
-                   for k in ("rmse", "crps", "test_lpd", "coverage95")}
-            summary[t][c] = row
-            print(json.dumps({"task": t, "combination": c, "seeds": seeds,
-                              **{f"median_{k}": v for k, v in row.items()},
-                              "rmse": [round(r[c]["rmse"], 4) for r in rs],
-                              "coverage95": [round(r[c]["coverage95"], 3) for r in rs]}),
-                  flush=True)
+        rows = combination_rows(t, [r for r in results if r["task"] == t], seeds,
+                                COMBINATIONS)
+        summary[t] = {row["candidate"]: row["median_crps"] for row in rows}
     chosen, mean_rank = choose(summary)
     print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,
                       "rule": "rank by median test CRPS per twin; lowest mean rank; ties: "

@@ -157,8 +157,7 @@ def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_
     spec.loader.exec_module(rule)
 
     def rows(single, ensemble, best):
-        return {"single": {"crps": single}, "ensemble": {"crps": ensemble},
-                "best": {"crps": best}}
+        return {"single": single, "ensemble": ensemble, "best": best}
 
     chosen, ranks = rule.choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.1, 0.2, 0.3)})
     assert ranks == {"single": 2.0, "ensemble": 2.0, "best": 2.0} and chosen == "single"
