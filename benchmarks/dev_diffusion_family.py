@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from dev_restarts import COMBINATIONS, score_restarts
+from dev_restarts import COMBINATIONS, combination_rows, score_restarts
 
 FAMILY_SEED = 2027
 NUM_DRAWN = 4
@@ -108,16 +108,9 @@ def main():
     for t in tasks:
         summary[t] = {}
         for m in M_VALUES:
-            rs = [r for r in results if r["task"] == t and r["m"] == m]
-            for c in COMBINATIONS:
-                row = {k: float(np.median([r[c][k] for r in rs]))
-                       for k in ("rmse", "crps", "test_lpd", "coverage95")}
-                summary[t][f"m{m}-{c}"] = row["crps"]
-                print(json.dumps({"task": t, "candidate": f"m{m}-{c}", "seeds": seeds,
-                                  **{f"median_{k}": v for k, v in row.items()},
-                                  "rmse": [round(r[c]["rmse"], 4) for r in rs],
-                                  "coverage95": [round(r[c]["coverage95"], 3) for r in rs]}),
-                      flush=True)
+            rows = combination_rows(t, [r for r in results if r["task"] == t and r["m"] == m],
+                                    seeds, COMBINATIONS, prefix=f"m{m}-")
+            summary[t].update({row["candidate"]: row["median_crps"] for row in rows})
     from pyro_pidkl.selection import mean_rank_choice
     chosen, mean_rank = mean_rank_choice(summary, CANDIDATES)
     print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,

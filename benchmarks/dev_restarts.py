@@ -34,8 +34,9 @@ TASKS = ("ode-dev", "ode-dev2", "diffusion-dev")
 
 
 def _with_twin_choice(task):
-    """The twin runs ``TWIN_CHOICE``, as when this script chose (the 1stODE experiment has
-    run ``ODE_FAMILY_CHOICE`` since ``benchmarks/dev_family.py``)."""
+    """The twin runs ``TWIN_CHOICE``, as when this script chose (the simulations have run
+    ``ODE_FAMILY_CHOICE`` and ``DIFFUSION_FAMILY_CHOICE`` since ``benchmarks/dev_family.py``
+    and ``benchmarks/dev_diffusion_family.py``)."""
     import dataclasses
 
     from pyro_pidkl.experiments import EXPERIMENTS, TWIN_CHOICE
