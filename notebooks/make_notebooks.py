@@ -78,9 +78,10 @@ NOTEBOOKS = {
                  "print(tree['posterior_predictive'])\n"
                  "diagnostics.loo(tree)   # PSIS-LOO on the training data"),
         ("md", "One seed at fixed gamma is a story, not a result: `pidkl reproduce ode` runs "
-               "the honest protocol (settings chosen on development twins of the task, the "
-               "best of five restarts by training objective as `pidkl-best`, and gamma by "
-               "cross-validation on the training data as `pidkl-cv`; 5 seeds)."),
+               "the honest protocol (settings chosen on a family of development twins of the "
+               "task, and gamma by cross-validation on the training data as `pidkl-cv`; "
+               "5 seeds; `--methods pidkl-best` adds the best of five restarts by training "
+               "objective)."),
     ],
     "02_write_your_own_equation": [
         ("md", "# Write your own equation\n\nA damped oscillator `f'' + 2 zeta omega f' + "
