@@ -37,10 +37,10 @@ import functools
 import json
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from dev_protocol import print_choice, run_jobs
 from dev_restarts import COMBINATIONS, combination_rows, score_restarts
 
 FAMILY_SEED = 2027
@@ -100,8 +100,7 @@ def main():
     print(json.dumps({"family_seed": FAMILY_SEED, "twins": family_twins()}), flush=True)
     jobs = [(t, m, s) for m in reversed(M_VALUES) for t in tasks for s in seeds]  # slow first
     start = time.time()
-    with ProcessPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
+    results = run_jobs(run, jobs, a.jobs)
     for r in results:
         print(json.dumps(r), flush=True)
     summary = {}
@@ -111,13 +110,8 @@ def main():
             rows = combination_rows(t, [r for r in results if r["task"] == t and r["m"] == m],
                                     seeds, COMBINATIONS, prefix=f"m{m}-")
             summary[t].update({row["candidate"]: row["median_crps"] for row in rows})
-    from pyro_pidkl.selection import mean_rank_choice
-    chosen, mean_rank = mean_rank_choice(summary, CANDIDATES)
-    print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,
-                      "rule": "rank by median test CRPS per twin; lowest mean rank over the "
-                              "five twins; ties in candidate order",
-                      "wall_seconds": round(time.time() - start, 1)}), flush=True)
-
+    print_choice(summary, CANDIDATES, "rank by median test CRPS per twin; lowest mean rank "
+                 "over the five twins; ties in candidate order", start)
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,6 @@ import functools
 import json
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -83,12 +82,6 @@ def run(task, candidate, seed):
     return dev_protocol.run(task, candidate, seed)
 
 
-def choose(summary, candidates):
-    """The pre-declared rule; ``summary[task][candidate]`` is the median CRPS."""
-    from pyro_pidkl.selection import mean_rank_choice
-    return mean_rank_choice(summary, candidates)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", default=",".join(["ode-dev", "ode-dev2", *family_twins()]))
@@ -102,8 +95,7 @@ def main():
     # the slow candidate (cv-m10: 8 cross-validation fits first) is submitted first
     jobs = [(t, c, s) for c in cands for t in tasks for s in seeds]
     start = time.time()
-    with ProcessPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
+    results = dev_protocol.run_jobs(run, jobs, a.jobs)
     by = {}
     for (t, c, s), r in zip(jobs, results):
         by.setdefault((t, c), []).append(r)
@@ -116,11 +108,8 @@ def main():
                 ("rmse", "crps", "coverage95", "test_lpd", "fit_seconds"))
             summary[t][c] = row["median_crps"]
             print(json.dumps(row), flush=True)
-    chosen, mean_rank = choose(summary, cands)
-    print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,
-                      "rule": "rank by median test CRPS per twin; lowest mean rank over the "
-                              "six twins; ties in candidate order",
-                      "wall_seconds": round(time.time() - start, 1)}), flush=True)
+    dev_protocol.print_choice(summary, cands, "rank by median test CRPS per twin; lowest "
+                              "mean rank over the six twins; ties in candidate order", start)
 
 
 if __name__ == "__main__":

@@ -24,15 +24,8 @@ What was known when this was written: on the paper's 1stODE, ``single`` (0.0485,
     python benchmarks/dev_family_restarts.py > docs/results/dev_family_restarts.jsonl
 """
 
-import argparse
-import json
-import time
-from concurrent.futures import ProcessPoolExecutor
-
-import numpy as np
-
 import dev_family
-from dev_restarts import combination_rows, score_restarts
+import dev_restarts
 
 #: in tie-breaking order
 COMBINATIONS = ("single", "best", "ensemble")
@@ -42,35 +35,14 @@ def run(task, seed):
     import torch
     torch.set_num_threads(1)
     dev_family.register_twins()   # the twins run the 1stODE's fixed ODE_FAMILY_CHOICE
-    return score_restarts(task, seed)
+    return dev_restarts.score_restarts(task, seed)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(["ode-dev", "ode-dev2",
-                                                *dev_family.family_twins()]))
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
-    tasks = a.tasks.split(",")
-    seeds = [int(s) for s in a.seeds.split(",")]
-    jobs = [(t, s) for t in tasks for s in seeds]
-    start = time.time()
-    with ProcessPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
-    for r in results:
-        print(json.dumps(r), flush=True)
-    summary = {}
-    for t in tasks:
-        rows = combination_rows(t, [r for r in results if r["task"] == t], seeds,
-                                COMBINATIONS)
-        summary[t] = {row["candidate"]: row["median_crps"] for row in rows}
-    from pyro_pidkl.selection import mean_rank_choice
-    chosen, mean_rank = mean_rank_choice(summary, COMBINATIONS)
-    print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,
-                      "rule": "rank by median test CRPS per twin; lowest mean rank over the "
-                              "six twins; ties: single, best, ensemble",
-                      "wall_seconds": round(time.time() - start, 1)}), flush=True)
+def main(argv=None):
+    dev_restarts.main(argv, run=run, tasks=["ode-dev", "ode-dev2", *dev_family.family_twins()],
+                      seeds="0,1,2", combinations=COMBINATIONS,
+                      rule="rank by median test CRPS per twin; lowest mean rank over the "
+                           "six twins; ties: single, best, ensemble", description=__doc__)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,23 @@ def summary_row(task, candidate, seeds, rs, keys):
     return row
 
 
+def run_jobs(fn, jobs, processes):
+    """``[fn(*job) for job in jobs]`` on ``processes`` processes, in the jobs' order."""
+    with ProcessPoolExecutor(processes) as pool:
+        return list(pool.map(fn, *zip(*jobs)))
+
+
+def print_choice(summary, options, rule, start):
+    """Apply the twins' mean-rank rule (:func:`pyro_pidkl.selection.mean_rank_choice`) to
+    ``summary[task][option]`` (median test CRPS), print the choice as a JSON line with
+    ``rule`` and the seconds since ``start``, and return ``(chosen, mean_rank)``."""
+    from pyro_pidkl.selection import mean_rank_choice
+    chosen, mean_rank = mean_rank_choice(summary, options)
+    print(json.dumps({"chosen": chosen, "mean_rank": mean_rank, "rule": rule,
+                      "wall_seconds": round(time.time() - start, 1)}), flush=True)
+    return chosen, mean_rank
+
+
 def choose(rows):
     """The pre-declared rule (module docstring) over one task's summary rows."""
     ok = [r for r in rows if 0.80 <= r["median_coverage95"] <= 0.99]
@@ -92,8 +109,7 @@ def main():
     seeds = [int(s) for s in a.seeds.split(",")]
     jobs = [(t, c, s) for t in tasks for c in cands for s in seeds]
     start = time.time()
-    with ProcessPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
+    results = run_jobs(run, jobs, a.jobs)
     summary = {}
     for (t, c, s), r in zip(jobs, results):
         summary.setdefault((t, c), []).append(r)

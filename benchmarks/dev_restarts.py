@@ -25,7 +25,6 @@ y, and grows linearly with needless width.
 import argparse
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -100,30 +99,30 @@ def choose(summary):
     return mean_rank_choice(summary, COMBINATIONS)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(TASKS))
-    p.add_argument("--seeds", default="0,1,2,3,4")
+def main(argv=None, run=run, tasks=TASKS, seeds="0,1,2,3,4", combinations=COMBINATIONS,
+         rule="rank by median test CRPS per twin; lowest mean rank; ties: single, "
+              "ensemble, best", description=__doc__):
+    """Score ``combinations`` of the restarts on ``tasks`` (``run(task, seed)`` returns
+    :func:`score_restarts`' dict), print the lines and the choice by ``rule``."""
+    from dev_protocol import print_choice, run_jobs
+    p = argparse.ArgumentParser(description=description.splitlines()[0])
+    p.add_argument("--tasks", default=",".join(tasks))
+    p.add_argument("--seeds", default=seeds)
     p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     tasks = a.tasks.split(",")
     seeds = [int(s) for s in a.seeds.split(",")]
     jobs = [(t, s) for t in tasks for s in seeds]
     start = time.time()
-    with ProcessPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
+    results = run_jobs(run, jobs, a.jobs)
     for r in results:
         print(json.dumps(r), flush=True)
     summary = {}
     for t in tasks:
         rows = combination_rows(t, [r for r in results if r["task"] == t], seeds,
-                                COMBINATIONS)
+                                combinations)
         summary[t] = {row["candidate"]: row["median_crps"] for row in rows}
-    chosen, mean_rank = choose(summary)
-    print(json.dumps({"chosen": chosen, "mean_rank": mean_rank,
-                      "rule": "rank by median test CRPS per twin; lowest mean rank; ties: "
-                              "single, ensemble, best",
-                      "wall_seconds": round(time.time() - start, 1)}), flush=True)
+    print_choice(summary, combinations, rule, start)
 
 
 if __name__ == "__main__":
