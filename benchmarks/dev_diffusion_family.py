@@ -31,7 +31,6 @@ Seeds 0-2 on every twin. The rule, fixed in this file before it first ran:
     python benchmarks/dev_diffusion_family.py > docs/results/dev_diffusion_family.jsonl
 """
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -40,7 +39,7 @@ import time
 
 import numpy as np
 
-from dev_protocol import print_choice, run_jobs
+from dev_protocol import print_choice, run_jobs, twin_args
 from dev_restarts import COMBINATIONS, combination_rows, score_restarts
 
 FAMILY_SEED = 2027
@@ -63,8 +62,8 @@ def family_twins():
     return twins
 
 
-def register(task, m):
-    """``task`` (a drawn twin or ``diffusion-dev``) at gamma = 1, ``m``, the ``[phi(u), u]``
+def register(task, m, gamma=1.0):
+    """``task`` (a drawn twin or ``diffusion-dev``) at ``gamma``, ``m``, the ``[phi(u), u]``
     kernel, into ``EXPERIMENTS``; returns its name."""
     from pyro_pidkl import datasets
     from pyro_pidkl.experiments import EXPERIMENTS
@@ -75,10 +74,10 @@ def register(task, m):
         base = dataclasses.replace(
             base, dataset=functools.partial(datasets.diffusion_1d, name=task, **kw),
             description=f"1dDiffusion family twin: {kw}")
-    name = f"{task}:m{m}"
+    name = f"{task}:m{m}" if gamma == 1.0 else f"{task}:g{gamma:.3g}-m{m}"
     EXPERIMENTS[name] = dataclasses.replace(
         base, name=name, protocol=dataclasses.replace(
-            base.protocol, fixed={"gamma": 1.0, "m": m, "skip_inputs": True}))
+            base.protocol, fixed={"gamma": gamma, "m": m, "skip_inputs": True}))
     return name
 
 
@@ -90,13 +89,7 @@ def run(task, m, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(["diffusion-dev", *family_twins()]))
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
-    tasks = a.tasks.split(",")
-    seeds = [int(s) for s in a.seeds.split(",")]
+    a, tasks, seeds = twin_args(__doc__, ["diffusion-dev", *family_twins()], "0,1,2")
     print(json.dumps({"family_seed": FAMILY_SEED, "twins": family_twins()}), flush=True)
     jobs = [(t, m, s) for m in reversed(M_VALUES) for t in tasks for s in seeds]  # slow first
     start = time.time()

@@ -25,7 +25,6 @@ needless width the way the log score did on ode-dev2.
     python benchmarks/dev_family.py > docs/results/dev_family.jsonl     # ~30 min, 2 jobs
 """
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -83,14 +82,9 @@ def run(task, candidate, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(["ode-dev", "ode-dev2", *family_twins()]))
-    p.add_argument("--candidates", default=",".join(CANDIDATES))
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
-    tasks, cands = a.tasks.split(","), a.candidates.split(",")
-    seeds = [int(s) for s in a.seeds.split(",")]
+    a, tasks, seeds = dev_protocol.twin_args(
+        __doc__, ["ode-dev", "ode-dev2", *family_twins()], "0,1,2", candidates=CANDIDATES)
+    cands = a.candidates.split(",")
     print(json.dumps({"family_seed": FAMILY_SEED, "twins": family_twins()}), flush=True)
     # the slow candidate (cv-m10: 8 cross-validation fits first) is submitted first
     jobs = [(t, c, s) for c in cands for t in tasks for s in seeds]

@@ -73,6 +73,20 @@ def summary_row(task, candidate, seeds, rs, keys):
     return row
 
 
+def twin_args(description, tasks, seeds, argv=None, **lists):
+    """The twin scripts' command line: ``--tasks``, any comma-separated ``lists`` (e.g.
+    ``candidates``), ``--seeds`` and ``--jobs``. Returns ``(args, tasks, seeds)``, the
+    last two parsed into a list of names and a list of ints."""
+    p = argparse.ArgumentParser(description=description.splitlines()[0])
+    p.add_argument("--tasks", default=",".join(tasks))
+    for name, default in lists.items():
+        p.add_argument(f"--{name}", default=",".join(default))
+    p.add_argument("--seeds", default=seeds)
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args(argv)
+    return a, a.tasks.split(","), [int(s) for s in a.seeds.split(",")]
+
+
 def run_jobs(fn, jobs, processes):
     """``[fn(*job) for job in jobs]`` on ``processes`` processes, in the jobs' order."""
     with ProcessPoolExecutor(processes) as pool:
@@ -99,14 +113,9 @@ def choose(rows):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default="ode-dev,diffusion-dev")
-    p.add_argument("--candidates", default=",".join(CANDIDATES))
-    p.add_argument("--seeds", default="0,1,2,3,4")
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
-    tasks, cands = a.tasks.split(","), a.candidates.split(",")
-    seeds = [int(s) for s in a.seeds.split(",")]
+    a, tasks, seeds = twin_args(__doc__, ("ode-dev", "diffusion-dev"), "0,1,2,3,4",
+                                candidates=CANDIDATES)
+    cands = a.candidates.split(",")
     jobs = [(t, c, s) for t in tasks for c in cands for s in seeds]
     start = time.time()
     results = run_jobs(run, jobs, a.jobs)

@@ -22,7 +22,6 @@ y, and grows linearly with needless width.
     python benchmarks/dev_restarts.py > docs/results/dev_restarts.jsonl    # ~20 min, 2 jobs
 """
 
-import argparse
 import json
 import time
 
@@ -104,14 +103,8 @@ def main(argv=None, run=run, tasks=TASKS, seeds="0,1,2,3,4", combinations=COMBIN
               "ensemble, best", description=__doc__):
     """Score ``combinations`` of the restarts on ``tasks`` (``run(task, seed)`` returns
     :func:`score_restarts`' dict), print the lines and the choice by ``rule``."""
-    from dev_protocol import print_choice, run_jobs
-    p = argparse.ArgumentParser(description=description.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(tasks))
-    p.add_argument("--seeds", default=seeds)
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args(argv)
-    tasks = a.tasks.split(",")
-    seeds = [int(s) for s in a.seeds.split(",")]
+    from dev_protocol import print_choice, run_jobs, twin_args
+    a, tasks, seeds = twin_args(description, tasks, seeds, argv)
     jobs = [(t, s) for t in tasks for s in seeds]
     start = time.time()
     results = run_jobs(run, jobs, a.jobs)

@@ -18,33 +18,25 @@ diffusivity.
     python benchmarks/diffusion_weight_ablation.py > docs/results/diffusion_weight_ablation.jsonl
 """
 
-import argparse
 import json
 import math
 
 import numpy as np
 
 from dev_diffusion_family import family_twins, register
-from dev_protocol import run_jobs
+from dev_protocol import run_jobs, twin_args
 
 CONFIGS = {"g1-m10": (1.0, 10), "g1-m30": (1.0, 30), "g0.33-m30": (1 / 3, 30),
            "g0.1-m100": (0.1, 100)}
 
 
 def run(task, config, seed):
-    import dataclasses
-
     import torch
 
-    from pyro_pidkl.experiments import EXPERIMENTS
     from pyro_pidkl.reproduce import run_one
     torch.set_num_threads(1)
     gamma, m = CONFIGS[config]
-    name = register(task, m)
-    e = EXPERIMENTS[name]
-    EXPERIMENTS[name] = dataclasses.replace(e, protocol=dataclasses.replace(
-        e.protocol, fixed={**e.protocol.fixed, "gamma": gamma}))
-    r = run_one(name, "pidkl", seed)
+    r = run_one(register(task, m, gamma), "pidkl", seed)
     return {"task": task, "config": config, "seed": seed, "gamma": gamma, "m": m,
             "rmse": r["rmse"], "crps": r["crps"], "coverage95": r["coverage95"],
             "noise_sd": math.sqrt(r["hyper"]["noise_variance"]),
@@ -52,12 +44,7 @@ def run(task, config, seed):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", default=",".join(["diffusion-dev", *family_twins()]))
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--jobs", type=int, default=2)
-    a = p.parse_args()
-    tasks, seeds = a.tasks.split(","), [int(s) for s in a.seeds.split(",")]
+    a, tasks, seeds = twin_args(__doc__, ["diffusion-dev", *family_twins()], "0,1,2")
     jobs = [(t, c, s) for c in reversed(CONFIGS) for t in tasks for s in seeds]
     results = run_jobs(run, jobs, a.jobs)
     for r in results:
