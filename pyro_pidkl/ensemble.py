@@ -24,7 +24,13 @@ import torch
 
 from .infer import default_elbo, fit
 
-__all__ = ["Ensemble", "fit_restarts", "training_objective"]
+__all__ = ["Ensemble", "fit_restarts", "restart_seed", "training_objective"]
+
+
+def restart_seed(seed, r):
+    """The random seed of restart ``r`` of a fit seeded ``seed``: ``seed + 1000 r`` (restart 0
+    is the single fit)."""
+    return seed + 1000 * r
 
 
 def training_objective(model, num_particles=64, seed=0):
@@ -123,7 +129,7 @@ def fit_restarts(build, restarts, seed=0, objective_particles=64, **fit_kwargs):
         raise ValueError(f"Expected restarts to be an integer >= 1; got {restarts!r}")
     members, results, objectives = [], [], []
     for r in range(int(restarts)):
-        pyro.set_rng_seed(seed + 1000 * r)
+        pyro.set_rng_seed(restart_seed(seed, r))
         model = build()
         _check_fresh(model, members, r)
         results.append(fit(model, **fit_kwargs))

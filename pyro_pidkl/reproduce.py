@@ -17,7 +17,7 @@ import pyro
 import torch
 
 from .diagnostics import exact_loo, loo, pit, predictive_scores, to_datatree
-from .ensemble import Ensemble, fit_restarts
+from .ensemble import Ensemble, fit_restarts, restart_seed
 from .experiments import (EXPERIMENTS, RESTART_METHODS, VARIANT_CONFIG, VARIANTS,
                           build_model)
 from .infer import fit
@@ -155,8 +155,8 @@ def _fit_restarts(method, experiment, data, config, seed, fit_kwargs):
     best = int(np.argmin(objectives))
     model = ensemble if method == "pidkl-ens" else ensemble.members[best]
     result = dataclasses.replace(results[best], seconds=sum(r.seconds for r in results))
-    hyper = {"restarts": len(results), "restart_seeds": [seed + 1000 * r
-                                                         for r in range(len(results))],
+    hyper = {"restarts": len(results),
+             "restart_seeds": [restart_seed(seed, r) for r in range(len(results))],
              "training_objectives": objectives, "best_restart": best,
              "restart_learned": [m.equation_parameters() for m in ensemble.members]}
     return model, result, hyper
