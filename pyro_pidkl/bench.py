@@ -5,7 +5,9 @@ derivatives, d = 2 inputs) a fresh process builds both models on the same data, 
 and times ``Trace_ELBO.loss_and_grads`` plus the Adam update, the models' steps interleaved
 (each with its own parameter store) and the median over ``repeats`` kept; it prints a JSON line with
 both median times, their ratio, and the process's peak resident memory (``ru_maxrss``) minus
-its resident memory after the imports. ``pidkl_autograd_step_s`` / ``ratio_autograd`` time
+its resident memory after the imports (on a GPU, ``device="cuda"``: the peak memory allocated
+on the device, ``peak_cuda_mib``, with the device synchronised around every timed step).
+``pidkl_autograd_step_s`` / ``ratio_autograd`` time
 PI-DKL with ``derivatives="autograd"`` (autograd through the posterior for the physics
 term's derivatives) in the same process, for comparison with the closed-form default.
 """
@@ -25,8 +27,12 @@ def _rss_mib():
     return pages * resource.getpagesize() / 2 ** 20
 
 
-def time_case(N, m, repeats=15, threads=0, seed=0):
-    """Median seconds per training step of PI-DKL and DKL at ``(N, m)``; a dict."""
+def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True):
+    """Median seconds per training step of PI-DKL and DKL at ``(N, m)``; a dict.
+
+    :param str device: ``"cpu"`` or ``"cuda"`` (the models are moved there with ``.to``).
+    :param bool autograd: also time PI-DKL with ``derivatives="autograd"``.
+    """
     import numpy as np
     import pyro
     import torch
@@ -44,10 +50,18 @@ def time_case(N, m, repeats=15, threads=0, seed=0):
     y = y + 0.01 * rng.standard_normal(N)
     pyro.set_rng_seed(seed)
     models = {"pidkl": PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=m),
-              "dkl": DKL(X, y, input_names=("x", "t")),
-              "pidkl_autograd": PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"),
-                                      m=m, derivatives="autograd")}
-    out = {"N": N, "m": m, "d": 2, "equation": "heat_1d", "threads": torch.get_num_threads()}
+              "dkl": DKL(X, y, input_names=("x", "t"))}
+    if autograd:
+        models["pidkl_autograd"] = PIDKL(X, y, physics.heat_1d(alpha=0.5),
+                                         input_names=("x", "t"), m=m, derivatives="autograd")
+    models = {name: model.to(device) for name, model in models.items()}
+    cuda = torch.device(device).type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    out = {"N": N, "m": m, "d": 2, "equation": "heat_1d", "device": str(device),
+           "threads": torch.get_num_threads()}
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        out["torch"] = torch.__version__
     store = pyro.get_param_store()
     steps, states = {}, {}
     for name, model in models.items():
@@ -61,13 +75,18 @@ def time_case(N, m, repeats=15, threads=0, seed=0):
     for _ in range(repeats):              # interleaved: machine noise hits every model alike
         for name in models:
             with store.scope(state=states[name]):
+                sync()
                 start = time.perf_counter()
                 steps[name]()
+                sync()
                 times[name].append(time.perf_counter() - start)
     for name in models:
         out[f"{name}_step_s"] = float(np.median(times[name]))
     out["ratio"] = out["pidkl_step_s"] / out["dkl_step_s"]
-    out["ratio_autograd"] = out["pidkl_autograd_step_s"] / out["dkl_step_s"]
+    if autograd:
+        out["ratio_autograd"] = out["pidkl_autograd_step_s"] / out["dkl_step_s"]
+    if cuda:
+        out["peak_cuda_mib"] = torch.cuda.max_memory_allocated(torch.device(device)) / 2 ** 20
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["peak_minus_import_mib"] = out["peak_rss_mib"] - base
     return out
@@ -77,14 +96,15 @@ def _case(args):
     return time_case(*args)
 
 
-def run_benchmark(Ns=(250, 500, 1000, 2000), ms=(10, 100), repeats=15, threads=0, echo=print):
+def run_benchmark(Ns=(250, 500, 1000, 2000), ms=(10, 100), repeats=15, threads=0, echo=print,
+                  device="cpu", autograd=True):
     """Run every case in its own process; returns the list of dicts (also echoed as JSON)."""
     ctx = multiprocessing.get_context("spawn")
     rows = []
     with ctx.Pool(1, maxtasksperchild=1) as pool:
         for N in Ns:
             for m in ms:
-                row = pool.apply(_case, ((N, m, repeats, threads),))
+                row = pool.apply(_case, ((N, m, repeats, threads, 0, device, autograd),))
                 rows.append(row)
                 echo(json.dumps({k: (round(v, 5) if isinstance(v, float) else v)
                                  for k, v in row.items()}))

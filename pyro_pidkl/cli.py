@@ -117,7 +117,8 @@ def _bench_command(args):
     from .bench import run_benchmark
 
     run_benchmark([int(v) for v in args.N.split(",")], [int(v) for v in args.m.split(",")],
-                  args.repeats, args.threads)
+                  args.repeats, args.threads, device=args.device,
+                  autograd=not args.no_autograd)
     return 0
 
 
@@ -166,6 +167,9 @@ def main(argv=None):
     b.add_argument("--m", default="10,100")
     b.add_argument("--repeats", type=int, default=15)
     b.add_argument("--threads", type=int, default=0)
+    b.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    b.add_argument("--no-autograd", action="store_true",
+                   help="skip the PI-DKL step with derivatives='autograd'")
     args = parser.parse_args(argv)
     commands = {"fit": _fit_command, "reproduce": _reproduce_command, "table": _table_command,
                 "bench": _bench_command}

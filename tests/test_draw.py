@@ -126,16 +126,23 @@ def test_closed_form_support_detection():
     assert not closed_form_supported(model.source_kernel)   # plain RBF: no feature map
 
 
-def test_pidkl_loss_and_gradients_identical_either_way():
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device on this machine"))])
+def test_pidkl_loss_and_gradients_identical_either_way(device):
+    # the closed-form derivatives (custom autograd Functions, Taylor-mode features) on the
+    # device too: same loss and parameter gradients as autograd through the posterior
     losses, grads = [], []
     for derivatives in ("closed_form", "autograd"):
         model, _, _ = _model(m=20, derivatives=derivatives, eps="point")
+        model = model.to(device)
         elbo = Trace_ELBO(num_particles=3, vectorize_particles=True)
         pyro.set_rng_seed(3)
         loss = elbo.differentiable_loss(model.model, model.guide)
         params = [p for p in model.parameters()]
         losses.append(loss.item())
         grads.append(torch.autograd.grad(loss, params, allow_unused=True))
+        assert loss.device.type == device
     assert losses[0] == pytest.approx(losses[1], rel=1e-10)
     for a, b in zip(*grads):
         if a is not None:

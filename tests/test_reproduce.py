@@ -2,6 +2,7 @@ import json
 
 import pyro
 import pytest
+import torch
 
 from pyro_pidkl.bench import time_case
 from pyro_pidkl.cli import main
@@ -97,6 +98,17 @@ def test_benchmark_case_reports_both_steps():
     assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
     assert row["ratio"] == pytest.approx(row["pidkl_step_s"] / row["dkl_step_s"])
     assert row["peak_rss_mib"] > 0
+    assert row["device"] == "cpu" and "ratio_autograd" in row
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device on this machine"))])
+def test_benchmark_case_runs_on_the_device_without_the_autograd_route(device):
+    row = time_case(60, 5, repeats=1, device=device, autograd=False)
+    assert row["device"] == device and "pidkl_autograd_step_s" not in row
+    assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
+    assert ("peak_cuda_mib" in row) == (device == "cuda")
 
 
 @pytest.mark.parametrize("cv_score", ["rmse", "lpd"])

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The checks to run once on a machine with a CUDA GPU (written for the lent H100/H200, whose
+# python3 has torch but not Pyro: the wheels in .whl/ are installed first when present).
+#
+#   OUT=runs/gpu bash benchmarks/gpu_check.sh
+#
+# 1. the CUDA tests (skipped on CPU-only machines): exact, sparse and Bayesian-alpha fits on the
+#    device; closed-form derivatives against autograd there; the benchmark case there;
+# 2. `pidkl bench --device cuda`: PI-DKL and DKL steps in one process, N up to 20000;
+# 3. the exact PI-DKL fit at N = 1e4 of benchmarks/scale.py on the device.
+set -uo pipefail
+OUT=${OUT:-runs/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
+python3 -m pytest -q -p no:cacheprovider tests/test_variational.py tests/test_draw.py \
+    tests/test_reproduce.py -k "on_device or identical_either_way or benchmark_case" -ra 2>&1 \
+    | tee "$OUT/tests.log"
+python3 -m pyro_pidkl bench --device cuda --repeats 15 | tee "$OUT/bench_cuda.jsonl"
+python3 -m pyro_pidkl bench --device cuda --N 5000,10000,20000 --m 100 --repeats 5 \
+    --no-autograd | tee -a "$OUT/bench_cuda.jsonl"
+python3 benchmarks/scale.py --N 10000 --methods exact --exact-max 10000 --min-steps 300 \
+    --device cuda --out "$OUT/scale_cuda.jsonl"
