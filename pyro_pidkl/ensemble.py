@@ -83,13 +83,15 @@ class Ensemble:
 
     def equation_parameters(self):
         """Per equation parameter, the median over members (members without equation
-        parameters are skipped)."""
+        parameters are skipped); for an even number of members, the mean of the two middle
+        values."""
         per = {}
         for m in self.members:
             if hasattr(m, "equation_parameters"):
                 for k, v in m.equation_parameters().items():
                     per.setdefault(k, []).append(float(v))
-        return {k: float(torch.tensor(v).median()) for k, v in per.items()}
+        return {k: float(torch.tensor(v, dtype=torch.float64).quantile(0.5))
+                for k, v in per.items()}
 
     def __repr__(self):
         return f"Ensemble({len(self)} x {type(self.members[0]).__name__})"

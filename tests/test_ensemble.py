@@ -63,6 +63,7 @@ def test_ensemble_moments_follow_the_law_of_total_variance():
     assert var_y[1].item() == pytest.approx(var[1].item() + 0.2)  # mean noise added
     assert ens.noise_variance() == [0.1, 0.3, 0.2]
     assert ens.equation_parameters() == {"a": 2.0}
+    assert Ensemble([a, b, c, _Fixed([7.0], [1.0], 0.1)]).equation_parameters() == {"a": 3.0}
     _, cov = ens(None, full_cov=True)
     assert torch.allclose(cov.diagonal(), var)
     # off the diagonal only the spread of the means: Cov_r(mu_r[0], mu_r[1])
