@@ -130,10 +130,11 @@ def loo(tree):
 def exact_loo(model):
     r"""Closed-form leave-one-out predictive of an exact GP (user units).
 
-    .. math:: \mu_{-i} = y_i - [K^{-1} y]_i / [K^{-1}]_{ii}, \qquad
+    .. math:: \mu_{-i} = y_i - [K^{-1} (y - c)]_i / [K^{-1}]_{ii}, \qquad
               \sigma^2_{-i} = 1 / [K^{-1}]_{ii}
 
-    with :math:`K = k(X, X) + \sigma^2 I` on the standardised data.
+    with :math:`K = k(X, X) + \sigma^2 I` on the standardised data and :math:`c` the prior
+    mean (0 unless ``mean="constant"``).
 
     :returns: ``(mean (N,), var (N,), elpd)`` where ``elpd`` is the summed LOO log density.
     """
@@ -143,7 +144,7 @@ def exact_loo(model):
         alpha = Kinv @ post.y
         d = Kinv.diagonal()
         st = model.standardizer
-        mean = st.f_to_user(post.y - alpha / d)
+        mean = st.f_to_user(post.offset + post.y - alpha / d)
         var = st.var_to_user(1.0 / d)
         y = model.y
         elpd = float((-0.5 * (y - mean) ** 2 / var - 0.5 * torch.log(2 * math.pi * var)).sum())

@@ -176,7 +176,7 @@ class DrawField(Field):
             s2 = kernel.kern.variance
             self._k = s2 * torch.exp(-0.5 * r2.clamp(min=0))               # (m, N)
             self._C = {(): posterior.solve(self._k.T)}                     # K^{-1} k^T (N, m)
-            mu = self._k @ posterior.alpha
+            mu = self._k @ posterior.alpha + posterior.offset
             v = s2 - (self._k * self._C[()].T).sum(-1)
             self._keep = (v > min_var).to(v.dtype)
             self._sqrt_v = v.clamp(min=min_var).sqrt()

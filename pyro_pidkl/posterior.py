@@ -159,7 +159,11 @@ def logdet(K, L, Kinv=None):
 
 
 class GPPosterior:
-    r"""Posterior of a zero-mean GP given one Cholesky of :math:`K + \sigma^2 I`.
+    r"""Posterior of a GP with zero or constant mean :math:`c` given one Cholesky of
+    :math:`K + \sigma^2 I`:
+
+    .. math:: \mu(x) = c + k(x, X) K^{-1} (y - c), \qquad
+              \log p(y) = \log \mathcal{N}(y \mid c\,1, K + \sigma^2 I).
 
     :param torch.Tensor X: training inputs ``(N, d)`` (in the kernel's units).
     :param torch.Tensor y: training targets ``(N,)``.
@@ -170,8 +174,11 @@ class GPPosterior:
     :param bool closed_form_gradients: gradients reach ``K`` in closed form (default);
         ``False``: autograd traces them back through the Cholesky factor (the textbook
         route, kept for comparison).
+    :param torch.Tensor mean: the constant prior mean :math:`c` (scalar, differentiable), or
+        ``None`` for a zero mean.
 
-    Attributes: ``K`` ``(N, N)`` (with any jitter the factorisation needed; differentiable),
+    Attributes: ``y`` the centred targets :math:`y - c` ``(N,)``, ``offset`` :math:`c` (``0.``
+    for a zero mean), ``K`` ``(N, N)`` (with any jitter the factorisation needed; differentiable),
     ``L`` its Cholesky factor (not differentiated: gradients reach ``K`` through
     :func:`cho_solve` and :func:`logdet`), ``alpha`` :math:`= K^{-1} y` ``(N,)``, and
     ``Kinv`` :math:`= K^{-1}` when gradients are being recorded (else ``None``), ``features``
@@ -180,7 +187,9 @@ class GPPosterior:
     """
 
     def __init__(self, X, y, kernel, noise, jitter=1e-8, max_jitter=1e-2,
-                 closed_form_gradients=True):
+                 closed_form_gradients=True, mean=None):
+        self.offset = 0.0 if mean is None else mean
+        y = y if mean is None else y - mean
         self.X, self.y, self.kernel, self.noise = X, y, kernel, noise
         self.closed_form_gradients = closed_form_gradients
         N = X.shape[0]
@@ -214,14 +223,14 @@ class GPPosterior:
 
     @property
     def alpha(self):
-        r""":math:`\alpha = K^{-1} y` ``(N,)``."""
+        r""":math:`\alpha = K^{-1} (y - c)` ``(N,)``."""
         if self._alpha is None:
             self._alpha = torch.linalg.solve_triangular(
                 self.L.T, self.w.unsqueeze(-1), upper=True).squeeze(-1)
         return self._alpha
 
     def log_marginal(self):
-        r""":math:`\log \mathcal{N}(y \mid 0, K + \sigma^2 I)` (scalar)."""
+        r""":math:`\log \mathcal{N}(y \mid c\,1, K + \sigma^2 I)` (scalar)."""
         N = self.y.shape[0]
         if self.closed_form_gradients:
             quad, log_det = (self.y * self.alpha).sum(), logdet(self.K, self.L, self.Kinv)
@@ -254,8 +263,9 @@ class GPPosterior:
     def mean_var(self, Xnew, full_cov=False):
         r"""Posterior mean ``(M,)`` and variance ``(M,)`` (or covariance ``(M, M)``) of
         :math:`f` at ``Xnew`` ``(M, d)``; differentiable in ``Xnew`` and the parameters."""
-        return conditional(Xnew, self.X, self.kernel, self.y, None, self._factor(),
-                           full_cov=full_cov)
+        mu, var = conditional(Xnew, self.X, self.kernel, self.y, None, self._factor(),
+                              full_cov=full_cov)
+        return mu + self.offset, var
 
     def draw(self, eps, min_var=1e-12):
         r"""The posterior function draw :math:`f_\epsilon(x) = \mu(x) + \epsilon \sqrt{v(x)}`.

@@ -31,7 +31,12 @@ def _model(feature=None, m=7, seed=0, **kwargs):
         kwargs["feature_net"] = MLP(2, 5, width=6, depth=2, activation=nn.SiLU)
     elif feature == "skip":
         kwargs["skip_inputs"] = True
+    elif feature == "constant-mean":
+        kwargs["mean"] = "constant"
     model = PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=NAMES, m=m, **kwargs)
+    if feature == "constant-mean":
+        with torch.no_grad():
+            model.mean_constant = torch.tensor(0.4, dtype=torch.float64)
     Z = torch.tensor(rng.uniform(0, 1, (m, 2)) * [2, 3] + [1, -1])
     eps = torch.randn(m, dtype=torch.float64)
     return model, Z, eps
@@ -43,7 +48,7 @@ def _fields(model, Z, eps):
                   for cf in (True, False)]
 
 
-@pytest.mark.parametrize("feature", [None, "skip", "silu", "softplus"])
+@pytest.mark.parametrize("feature", [None, "skip", "silu", "softplus", "constant-mean"])
 def test_closed_form_derivatives_match_autograd(feature):
     model, Z, eps = _model(feature)
     params = [p for p in model.parameters()]

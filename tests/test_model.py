@@ -169,6 +169,21 @@ def test_equation_sees_user_units():
     torch.testing.assert_close(seen["f_t"].detach(), fd, rtol=1e-5, atol=1e-7)
 
 
+def test_constant_mean_is_learned_and_predictions_revert_to_it():
+    # unstandardised y around 5: a zero-mean GP reverts to 0 away from the data, a learned
+    # constant mean to the level of the data
+    t = np.linspace(0, 1, 25)[:, None]
+    y = 5.0 + 0.3 * np.sin(6 * t[:, 0])
+    far = np.array([[6.0]])
+    out = {}
+    for mean in ("zero", "constant"):
+        model = SKL(t, y, input_names=("t",), standardize=False, mean=mean)
+        pk.fit(model, 300, lr=0.05, progress=False, seed=0)
+        out[mean] = float(model(far)[0])
+    assert abs(out["constant"] - 5.0) < 0.3 and abs(out["zero"]) < 1.0
+    assert model.mean_constant.item() == pytest.approx(out["constant"], abs=1e-6)
+
+
 def test_skl_is_an_ard_gp_on_inputs():
     X, y = _heat_data()
     model = SKL(X, y, input_names=("x", "t"))
@@ -190,6 +205,7 @@ def test_skl_is_an_ard_gp_on_inputs():
     ({"domain": Box(t=(1, 0))}, ValueError, "low < high"),
     ({"domain": Gaussian(t=(0, -1))}, ValueError, "positive scale"),
     ({"noise_floor": 1.0}, ValueError, "exceed noise_floor"),
+    ({"mean": "linear"}, ValueError, "'zero' or 'constant'"),
 ])
 def test_bad_options_raise_clear_errors(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -44,6 +44,36 @@ def test_posterior_matches_textbook_formulas():
     assert post.log_marginal().item() == pytest.approx(lml, rel=1e-10)
 
 
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_constant_mean_posterior_matches_textbook_formulas(closed_form):
+    X, y = _data()
+    y = y + 3.0
+    k = se_ard(2, variance=1.3, lengthscale=0.4)
+    noise = torch.tensor(0.05, dtype=torch.float64)
+    c = torch.tensor(2.5, dtype=torch.float64, requires_grad=True)
+    post = GPPosterior(X, y, k, noise, closed_form_gradients=closed_form, mean=c)
+    Xs = torch.rand(7, 2, dtype=torch.float64)
+    mean, var = post.mean_var(Xs)
+
+    Xn, yn, Xsn = X.numpy(), y.numpy(), Xs.numpy()
+    K = _se(Xn, Xn, 1.3, 0.4) + 0.05 * np.eye(len(Xn))
+    Ks = _se(Xsn, Xn, 1.3, 0.4)
+    np.testing.assert_allclose(mean.detach().numpy(), 2.5 + Ks @ np.linalg.solve(K, yn - 2.5),
+                               rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(var.detach().numpy(),
+                               np.diag(_se(Xsn, Xsn, 1.3, 0.4) - Ks @ np.linalg.solve(K, Ks.T)),
+                               rtol=1e-7, atol=1e-10)
+    lml = post.log_marginal()
+    assert lml.item() == pytest.approx(
+        multivariate_normal(np.full(len(yn), 2.5), K).logpdf(yn), rel=1e-10)
+    # d log p / dc = 1^T K^{-1} (y - c)
+    (grad,) = torch.autograd.grad(lml, c)
+    assert grad.item() == pytest.approx(np.linalg.solve(K, yn - 2.5).sum(), rel=1e-8)
+    # far from the data the mean reverts to c, not to 0
+    far, _ = post.mean_var(torch.full((1, 2), 50.0, dtype=torch.float64))
+    assert far.item() == pytest.approx(2.5, abs=1e-12)
+
+
 def test_deep_kernel_is_se_on_features():
     torch.manual_seed(1)
     net = MLP(2, 5, width=8, depth=2)

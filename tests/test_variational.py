@@ -191,6 +191,8 @@ def test_sparse_physics_draw_options():
         model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), m=4,
                             num_inducing=8, batch_size=None, physics_draw=draw)
         assert np.isfinite(fit(model, num_steps=3, progress=False, seed=0).losses).all()
+    with pytest.raises(ValueError, match="zero prior mean"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), mean="constant")
     with pytest.raises(ValueError, match="physics_draw"):
         SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), physics_draw="x")
     with pytest.raises(ValueError, match="inducing_init"):

@@ -1,8 +1,11 @@
 r"""Exact GP regression on standardised data, written as a Pyro model.
 
 .. math::
-    p(y \mid X) = \mathcal{N}(y_s \mid 0, K + \sigma^2 I), \qquad
+    p(y \mid X) = \mathcal{N}(y_s \mid c\,1, K + \sigma^2 I), \qquad
     y_s = (y - m_y) / s_y,\; u = (x - m_x) / s_x
+
+with :math:`c = 0` (``mean="zero"``, the default: far from the data the GP reverts to the
+training mean :math:`m_y`) or a learned constant (``mean="constant"``).
 
 The noise variance :math:`\sigma^2` (standardised units) is constrained above a floor so it
 cannot collapse (the paper's code lets it reach ~1e-10 and becomes overconfident).
@@ -51,11 +54,16 @@ class ExactGP(PyroModule):
     :param float jitter: first relative jitter tried when a Cholesky fails.
     :param float max_jitter: largest relative jitter before raising.
     :param torch.dtype dtype: float64 by default.
+    :param str mean: the prior mean of the standardised GP: ``"zero"`` (default) or
+        ``"constant"`` (a learned constant :math:`c`, started at 0, parameter
+        ``mean_constant``).
     """
 
     def __init__(self, X, y, input_names=None, noise=1e-2, noise_floor=1e-4, standardize=True,
-                 jitter=1e-8, max_jitter=1e-2, dtype=torch.float64):
+                 jitter=1e-8, max_jitter=1e-2, dtype=torch.float64, mean="zero"):
         super().__init__()
+        if mean not in ("zero", "constant"):
+            raise ValueError(f"Expected mean to be 'zero' or 'constant'; got {mean!r}")
         X, self.input_names = as_inputs(X, input_names, dtype)
         y = as_targets(y, X.shape[0], dtype)
         if not noise_floor >= 0:
@@ -74,6 +82,9 @@ class ExactGP(PyroModule):
         self.closed_form_gradients = True
         self.noise = PyroParam(torch.tensor(float(noise), dtype=dtype),
                                constraints.greater_than(float(noise_floor)))
+        self.mean_kind = mean
+        if mean == "constant":
+            self.mean_constant = PyroParam(torch.tensor(0.0, dtype=dtype))
 
     @property
     def input_dim(self):
@@ -83,11 +94,12 @@ class ExactGP(PyroModule):
         """The :class:`~pyro_pidkl.posterior.GPPosterior` at the current parameters
         (one Cholesky of ``K + sigma^2 I``)."""
         return GPPosterior(self.X_s, self.y_s, self.kernel, self.noise, self.jitter,
-                           self.max_jitter, self.closed_form_gradients)
+                           self.max_jitter, self.closed_form_gradients,
+                           mean=self.mean_constant if self.mean_kind == "constant" else None)
 
     @pyro_method
     def model(self):
-        r"""``pyro.factor("data", log N(y | 0, K + sigma^2 I))``; returns the posterior."""
+        r"""``pyro.factor("data", log N(y | c, K + sigma^2 I))``; returns the posterior."""
         posterior = self.posterior()
         pyro.factor("data", posterior.log_marginal())
         return posterior

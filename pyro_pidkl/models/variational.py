@@ -67,6 +67,9 @@ class SparsePIDKL(PIDKL):
     def __init__(self, X, y, equation, input_names=None, num_inducing=100, batch_size=1000,
                  prediction_batch=10000, inducing_seed=0, inducing_init="data",
                  physics_draw="conditional", **kwargs):
+        if kwargs.get("mean", "zero") != "zero":
+            raise ValueError(f"SparsePIDKL has a zero prior mean (mean='zero'); got "
+                             f"mean={kwargs['mean']!r}")
         super().__init__(X, y, equation, input_names, **kwargs)
         N = self.X.shape[0]
         if int(num_inducing) != num_inducing or num_inducing < 1:
