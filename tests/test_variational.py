@@ -217,3 +217,36 @@ def test_sparse_data_term_never_rewards_a_negative_conditional_variance(monkeypa
     mu, _ = real(model.X_s, None, model._Luu())         # the data term uses q's marginal
     bound = dist.Normal(mu, model.noise.sqrt()).log_prob(model.y_s)
     torch.testing.assert_close(tr.nodes["data"]["log_prob"], bound)
+
+
+@pytest.mark.parametrize("skip_inputs", [False, True])
+def test_sparse_physics_derivatives_in_closed_form_match_autograd(skip_inputs):
+    # the draw given v seen as a GP posterior on the inducing points (InducingConditional):
+    # same physics loss and parameter gradients as autograd through the conditional,
+    # second derivatives included (the 1-D heat equation)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (60, 2)) * [2, 1]
+    y = np.exp(-0.1 * np.pi ** 2 * X[:, 1]) * np.sin(np.pi * X[:, 0] / 2)
+    losses, grads, kinds = [], [], []
+    for derivatives in ("closed_form", "autograd"):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        model = SparsePIDKL(X, y, physics.heat_1d(alpha=0.3), input_names=("x", "t"), m=12,
+                            num_inducing=15, batch_size=20, derivatives=derivatives,
+                            skip_inputs=skip_inputs, eps="point")
+        with torch.no_grad():   # a q(v) away from its start, so that v varies
+            model.u_loc = torch.linspace(-1, 1, 15, dtype=torch.float64)
+        pyro.set_rng_seed(3)
+        loss = TraceMeanField_ELBO().differentiable_loss(model.model, model.guide)
+        tr = poutine.trace(model.model).get_trace()
+        draw = model.posterior_draw((tr.nodes["u"]["value"], model._Luu()), torch.zeros(1))
+        kinds.append(type(draw).__name__ + ("-closed" if getattr(draw, "closed_form", 0) else ""))
+        params = [p for p in model.parameters()]
+        losses.append(loss.item())
+        grads.append(torch.autograd.grad(loss, params, allow_unused=True))
+    assert kinds == ["PosteriorDraw-closed", "function"]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-9)
+    for a, b in zip(*grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b, rtol=1e-6, atol=1e-8 * (1 + b.abs().max()))

@@ -35,10 +35,58 @@ from pyro.distributions import constraints
 from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroParam, pyro_method
 
-from ..posterior import jittered_cholesky
+from ..draw import PosteriorDraw
+from ..posterior import feature_map, jittered_cholesky
 from .pidkl import PIDKL
 
-__all__ = ["SparsePIDKL"]
+__all__ = ["InducingConditional", "SparsePIDKL"]
+
+
+class InducingConditional:
+    r""":math:`f \mid v` of the whitened sparse GP in the interface of
+    :class:`~pyro_pidkl.posterior.GPPosterior` that :class:`~pyro_pidkl.draw.PosteriorDraw`
+    reads, so that the derivatives of the physics draw are in closed form here too:
+
+    .. math:: \mu(x; v) = k(x, X_u)\,\alpha,\quad \alpha = L_{uu}^{-\top} v, \qquad
+              s(x) = k(x, x) - k(x, X_u) K_{uu}^{-1} k(X_u, x),
+
+    i.e. a GP posterior whose "training" inputs are :math:`X_u` and whose :math:`K^{-1}` is
+    :math:`K_{uu}^{-1}` (through ``Luu``, differentiable by autograd).
+
+    :param torch.Tensor Xu: inducing inputs ``(M, d)`` (standardised).
+    :param torch.Tensor v: whitened inducing values ``(M,)``.
+    :param kernel: the model's kernel.
+    :param torch.Tensor Luu: Cholesky factor of :math:`K_{uu}` (with its jitter) ``(M, M)``.
+    """
+
+    offset = 0.0
+
+    def __init__(self, Xu, v, kernel, Luu):
+        self.X, self.v, self.kernel, self.L = Xu, v, kernel, Luu
+        self.feature_map = feature_map(kernel)
+        self.features = None if self.feature_map is None else self.feature_map(Xu)
+        self.alpha = torch.linalg.solve_triangular(Luu.T, v.unsqueeze(-1),
+                                                   upper=True).squeeze(-1)
+
+    def solve(self, B):
+        r""":math:`K_{uu}^{-1} B` for ``B`` ``(M, r)``."""
+        return torch.cholesky_solve(B, self.L)
+
+    def quad_diag(self, B):
+        r"""The diagonal of :math:`B^\top K_{uu}^{-1} B` ``(r,)``."""
+        W = torch.linalg.solve_triangular(self.L, B, upper=False)
+        return W.pow(2).sum(-2)
+
+    def mean_var(self, U):
+        r""":math:`\mu(U; v)`, :math:`s(U)` at standardised points ``U`` ``(B, d)``."""
+        return conditional(U, self.X, self.kernel, self.v, None, self.L, whiten=True)
+
+    def draw(self, eps, min_var=1e-12):
+        r""":math:`f_{v,\epsilon}(U) = \mu(U; v) + \epsilon\sqrt{s(U)}` (standardised)."""
+        def f(U):
+            mu, var = self.mean_var(U)
+            return mu + eps * var.clamp(min=min_var).sqrt()
+        return f
 
 
 class SparsePIDKL(PIDKL):
@@ -140,9 +188,14 @@ class SparsePIDKL(PIDKL):
 
     def posterior_draw(self, draw_args, eps):
         r"""The draw :math:`f_{v,\epsilon}(x) = m_y + s_y(\mu(u; v) + \epsilon\sqrt{s(u)})`
-        as a function of user-unit points."""
+        as a function of user-unit points: a :class:`~pyro_pidkl.draw.PosteriorDraw` of
+        :class:`InducingConditional` (derivatives in closed form) for one draw of ``v``
+        unless ``derivatives="autograd"``; with ``physics_draw="marginal"`` or vectorised
+        particles, a plain function differentiated by autograd."""
         v, Luu = draw_args
         st = self.standardizer
+        if self.closed_form_gradients and v is not None and v.dim() == 1:
+            return PosteriorDraw(InducingConditional(self.Xu, v, self.kernel, Luu), eps, st)
 
         def f(x):
             mu, var = self.conditional(st.x_to_model(x), v, Luu)
