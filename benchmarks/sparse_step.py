@@ -11,7 +11,6 @@ import argparse
 import functools
 import json
 import math
-import time
 
 
 def main(argv=None):
@@ -25,11 +24,11 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0)
     a = p.parse_args(argv)
 
-    import numpy as np
     import pyro
     import torch
 
     from pyro_pidkl import Box, physics
+    from pyro_pidkl.bench import interleaved_medians
     from pyro_pidkl.datasets import heat_2d
     from pyro_pidkl.infer import default_elbo, svi_step
     from pyro_pidkl.models import SparsePIDKL
@@ -38,9 +37,7 @@ def main(argv=None):
         torch.set_num_threads(a.threads)
     data = heat_2d(n_train=a.N, n_test=10, seed=0)
     cuda = torch.device(a.device).type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    store = pyro.get_param_store()
-    steps, states = {}, {}
+    steps = {}
     for name, kw in (("no_physics", dict(gamma=0.0)), ("closed_form", dict(gamma=1.0)),
                      ("autograd", dict(gamma=1.0, derivatives="autograd"))):
         pyro.set_rng_seed(0)
@@ -50,24 +47,12 @@ def main(argv=None):
                                               t=(0, 1)), **kw).to(a.device)
         steps[name] = functools.partial(svi_step, model, default_elbo(model),
                                         pyro.optim.Adam({"lr": 0.01}))
-        with store.scope() as state:
-            for _ in range(3):
-                steps[name]()
-        states[name] = state
-    times = {name: [] for name in steps}
-    for _ in range(a.repeats):
-        for name in steps:
-            with store.scope(state=states[name]):
-                sync()
-                start = time.perf_counter()
-                steps[name]()
-                sync()
-                times[name].append(time.perf_counter() - start)
+    medians = interleaved_medians(steps, a.repeats, a.device, warmup=3)
     out = {"N": a.N, "M": a.M, "B": a.B, "m": a.m, "device": a.device,
            "threads": torch.get_num_threads(), "torch": torch.__version__}
     if cuda:
         out["gpu"] = torch.cuda.get_device_name(torch.device(a.device))
-    out.update({f"{name}_step_s": round(float(np.median(t)), 5) for name, t in times.items()})
+    out.update({f"{name}_step_s": round(t, 5) for name, t in medians.items()})
     out["physics_closed_form_s"] = round(out["closed_form_step_s"] - out["no_physics_step_s"], 5)
     out["physics_autograd_s"] = round(out["autograd_step_s"] - out["no_physics_step_s"], 5)
     print(json.dumps(out))

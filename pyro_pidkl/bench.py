@@ -18,13 +18,46 @@ import multiprocessing
 import resource
 import time
 
-__all__ = ["run_benchmark", "time_case"]
+__all__ = ["interleaved_medians", "run_benchmark", "time_case"]
 
 
 def _rss_mib():
     with open("/proc/self/statm") as fh:
         pages = int(fh.read().split()[1])
     return pages * resource.getpagesize() / 2 ** 20
+
+
+def interleaved_medians(steps, repeats, device="cpu", warmup=2):
+    """Median seconds per call of each step function in ``steps`` (``{name: callable}``).
+
+    Each step runs in a parameter-store scope of its own (so several models can be timed in
+    one process), ``warmup`` times untimed, then ``repeats`` times with the steps
+    interleaved, so that machine noise hits every step alike; on a GPU the device is
+    synchronised around each timed call.
+    """
+    import numpy as np
+    import pyro
+    import torch
+
+    cuda = torch.device(device).type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    store = pyro.get_param_store()
+    states = {}
+    for name, step in steps.items():
+        with store.scope() as state:
+            for _ in range(warmup):
+                step()
+        states[name] = state
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            with store.scope(state=states[name]):
+                sync()
+                start = time.perf_counter()
+                step()
+                sync()
+                times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True):
@@ -56,32 +89,15 @@ def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True):
                                          input_names=("x", "t"), m=m, derivatives="autograd")
     models = {name: model.to(device) for name, model in models.items()}
     cuda = torch.device(device).type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     out = {"N": N, "m": m, "d": 2, "equation": "heat_1d", "device": str(device),
            "threads": torch.get_num_threads()}
     if cuda:
         out["gpu"] = torch.cuda.get_device_name(torch.device(device))
         out["torch"] = torch.__version__
-    store = pyro.get_param_store()
-    steps, states = {}, {}
-    for name, model in models.items():
-        elbo, optim = Trace_ELBO(), pyro.optim.Adam({"lr": 1e-3})
-        steps[name] = functools.partial(svi_step, model, elbo, optim)
-        with store.scope() as state:      # each model its own parameter store
-            steps[name]()
-            steps[name]()
-        states[name] = state
-    times = {name: [] for name in models}
-    for _ in range(repeats):              # interleaved: machine noise hits every model alike
-        for name in models:
-            with store.scope(state=states[name]):
-                sync()
-                start = time.perf_counter()
-                steps[name]()
-                sync()
-                times[name].append(time.perf_counter() - start)
-    for name in models:
-        out[f"{name}_step_s"] = float(np.median(times[name]))
+    steps = {name: functools.partial(svi_step, model, Trace_ELBO(), pyro.optim.Adam({"lr": 1e-3}))
+             for name, model in models.items()}
+    for name, seconds in interleaved_medians(steps, repeats, device, warmup=2).items():
+        out[f"{name}_step_s"] = seconds
     out["ratio"] = out["pidkl_step_s"] / out["dkl_step_s"]
     if autograd:
         out["ratio_autograd"] = out["pidkl_autograd_step_s"] / out["dkl_step_s"]
