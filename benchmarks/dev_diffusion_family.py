@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from dev_protocol import print_choice, run_jobs, twin_args
-from dev_restarts import COMBINATIONS, combination_rows, score_restarts
+from dev_restarts import COMBINATIONS, crps_summary, score_restarts
 
 FAMILY_SEED = 2027
 NUM_DRAWN = 4
@@ -96,13 +96,8 @@ def main():
     results = run_jobs(run, jobs, a.jobs)
     for r in results:
         print(json.dumps(r), flush=True)
-    summary = {}
-    for t in tasks:
-        summary[t] = {}
-        for m in M_VALUES:
-            rows = combination_rows(t, [r for r in results if r["task"] == t and r["m"] == m],
-                                    seeds, COMBINATIONS, prefix=f"m{m}-")
-            summary[t].update({row["candidate"]: row["median_crps"] for row in rows})
+    groups = {f"m{m}-": (lambda r, m=m: r["m"] == m) for m in M_VALUES}
+    summary = crps_summary(results, tasks, seeds, COMBINATIONS, groups)
     print_choice(summary, CANDIDATES, "rank by median test CRPS per twin; lowest mean rank "
                  "over the five twins; ties in candidate order", start)
 

@@ -91,11 +91,23 @@ def combination_rows(task, rs, seeds, combinations, prefix=""):
     return rows
 
 
-def choose(summary):
-    """The pre-declared rule (module docstring); ``summary[task][combination]`` is the
-    median test CRPS."""
-    from pyro_pidkl.selection import mean_rank_choice
-    return mean_rank_choice(summary, COMBINATIONS)
+def crps_summary(results, tasks, seeds, combinations, groups=None):
+    """Print the summary rows of :func:`combination_rows` for each task and return
+    ``{task: {candidate: median test CRPS}}``, what the mean-rank rule reads.
+
+    :param dict groups: ``{prefix: predicate}``: one set of rows per group of results
+        (e.g. per m), their candidates named ``prefix + combination``; default one group
+        of every result, unprefixed.
+    """
+    groups = groups or {"": lambda r: True}
+    summary = {}
+    for t in tasks:
+        summary[t] = {}
+        for prefix, keep in groups.items():
+            rows = combination_rows(t, [r for r in results if r["task"] == t and keep(r)],
+                                    seeds, combinations, prefix)
+            summary[t].update({row["candidate"]: row["median_crps"] for row in rows})
+    return summary
 
 
 def main(argv=None, run=run, tasks=TASKS, seeds="0,1,2,3,4", combinations=COMBINATIONS,
@@ -110,12 +122,7 @@ def main(argv=None, run=run, tasks=TASKS, seeds="0,1,2,3,4", combinations=COMBIN
     results = run_jobs(run, jobs, a.jobs)
     for r in results:
         print(json.dumps(r), flush=True)
-    summary = {}
-    for t in tasks:
-        rows = combination_rows(t, [r for r in results if r["task"] == t], seeds,
-                                combinations)
-        summary[t] = {row["candidate"]: row["median_crps"] for row in rows}
-    print_choice(summary, combinations, rule, start)
+    print_choice(crps_summary(results, tasks, seeds, combinations), combinations, rule, start)
 
 
 if __name__ == "__main__":

@@ -152,6 +152,8 @@ def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_
     import importlib.util
     from pathlib import Path
 
+    from pyro_pidkl.selection import mean_rank_choice
+
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "dev_restarts.py"
     spec = importlib.util.spec_from_file_location("dev_restarts", path)
     rule = importlib.util.module_from_spec(spec)
@@ -160,10 +162,13 @@ def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_
     def rows(single, ensemble, best):
         return {"single": single, "ensemble": ensemble, "best": best}
 
-    chosen, ranks = rule.choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.1, 0.2, 0.3)})
+    def choose(summary):   # what the script's main applies, with its tie order
+        return mean_rank_choice(summary, rule.COMBINATIONS)
+
+    chosen, ranks = choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.1, 0.2, 0.3)})
     assert ranks == {"single": 2.0, "ensemble": 2.0, "best": 2.0} and chosen == "single"
-    chosen, ranks = rule.choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.2, 0.1, 0.3),
-                                 "c": rows(0.2, 0.2, 0.1)})
+    chosen, ranks = choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.2, 0.1, 0.3),
+                            "c": rows(0.2, 0.2, 0.1)})
     # equal CRPS on "c": single ranks before ensemble
     assert ranks == pytest.approx({"single": 7 / 3, "ensemble": 2.0, "best": 5 / 3})
     assert chosen == "best"
