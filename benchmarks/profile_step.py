@@ -1,8 +1,8 @@
 """Where a PI-DKL training step spends its time, next to a DKL step (torch.profiler).
 
 The ``pidkl bench`` case (1-D heat equation, d = 2) at one ``N`` and ``m``: each model takes
-3 warm-up steps, then 3 profiled steps; per model it prints the ops with the most self CPU
-time, with calls and milliseconds per step.
+3 warm-up steps, then 3 profiled steps; per model it prints the op calls per step in all and
+the ops with the most self CPU time, with calls and milliseconds per step.
 
     python benchmarks/profile_step.py [--N 1000] [--m 100] [--threads 2] [--rows 8]
 """
@@ -45,7 +45,9 @@ def main(argv=None):
                 svi_step(model, elbo, optim)
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         total = sum(e.self_cpu_time_total for e in ops) / 1e3 / steps
-        print(f"{name} (N = {args.N}, m = {args.m}): {total:.1f} ms self CPU per step")
+        calls = sum(e.count for e in ops) // steps
+        print(f"{name} (N = {args.N}, m = {args.m}): {total:.1f} ms self CPU per step, "
+              f"{calls} op calls per step")
         for e in ops[:args.rows]:
             print(f"  {e.key:<36} {e.count // steps:>4} calls/step "
                   f"{e.self_cpu_time_total / 1e3 / steps:8.1f} ms/step")
