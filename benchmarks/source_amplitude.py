@@ -1,50 +1,92 @@
-"""What the source kernel learns in the protocol's PI-DKL fits (a diagnostic, no choice).
+"""What the source kernel learns in the protocol's PI-DKL fits, and what pinning its
+amplitude does (diagnostics, no choice).
 
 For each seed, the ``pidkl`` fit of ``pidkl reproduce TASK`` (the experiment's fixed
-configuration, same seeding), then one JSON line: test RMSE and 95% coverage, the learned
+configuration, same seeding), then one JSON line: test RMSE, CRPS and 95% coverage, the
 source-kernel variance and lengthscales, the deep kernel's variance, the noise variance
 (user units) and the equation parameters.
 
+With ``--pin V1,V2,...`` the source variance :math:`s_g^2` (units of the residual squared)
+is held at each value instead of learned, one fit per value and seed (``learned`` in the
+list keeps the default). Since :math:`\\log N(h | 0, s_g^2 R) = -h^T R^{-1} h / (2 s_g^2) -
+m \\log s_g + c`, a pinned amplitude sets how strongly the physics term binds the draw. TASK
+may also be a drawn 1dDiffusion twin (``diffusion-fam0`` ... of
+``benchmarks/dev_diffusion_family.py``, at the 1dDiffusion protocol's configuration).
+
     python benchmarks/source_amplitude.py ode [--seeds 0-4]
+    python benchmarks/source_amplitude.py diffusion-dev,diffusion-fam0 --seeds 0-2 \\
+        --pin learned,10,0.1 --jobs 2
 """
 
 import argparse
 import json
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("task")
-    p.add_argument("--seeds", default="0-4")
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(argv)
+def experiment(task):
+    """The experiment of ``task``; drawn diffusion twins are registered first."""
+    from pyro_pidkl.experiments import DIFFUSION_FAMILY_CHOICE, EXPERIMENTS
+    if task.startswith("diffusion-fam"):
+        from dev_diffusion_family import register
+        task = register(task, DIFFUSION_FAMILY_CHOICE["m"], DIFFUSION_FAMILY_CHOICE["gamma"])
+    return EXPERIMENTS[task]
 
+
+def pin_source_variance(model, value):
+    """Hold ``model``'s source-kernel variance at ``value`` (a constant, not a parameter)."""
+    import torch
+    sk = model.source_kernel
+    del sk.variance                       # the PyroParam
+    sk.variance = torch.tensor(float(value), dtype=model.X.dtype, device=model.X.device)
+
+
+def run(task, seed, pin, threads=1):
     import pyro
     import torch
 
     from pyro_pidkl import fit
-    from pyro_pidkl.cli import _parse_seeds
     from pyro_pidkl.diagnostics import predictive_scores
-    from pyro_pidkl.experiments import EXPERIMENTS, build_model
+    from pyro_pidkl.experiments import build_model
 
-    torch.set_num_threads(a.threads)
-    e = EXPERIMENTS[a.task]
+    torch.set_num_threads(threads)
+    e = experiment(task)
     config = dict(e.protocol.fixed)
-    for seed in _parse_seeds(a.seeds):
-        data = e.data(seed)
-        pyro.set_rng_seed(seed)
-        model = build_model("pidkl", e, data.X_train, data.y_train, data.input_names, **config)
-        fit(model, num_steps=e.protocol.num_steps, lr=e.protocol.lr, progress=False)
-        mean, var = model(data.X_test, noiseless=False)
-        s = predictive_scores(mean, var, data.y_test)
-        sk = model.source_kernel
-        print(json.dumps({"task": a.task, "seed": seed, "config": config,
-                          "rmse": s["rmse"], "coverage95": s["coverage"][0.95],
-                          "source_variance": sk.variance.item(),
-                          "source_lengthscale": sk.lengthscale.detach().tolist(),
-                          "kernel_variance": model.kernel.kern.variance.item(),
-                          "noise_variance": model.noise_variance(),
-                          "learned": model.equation_parameters()}), flush=True)
+    data = e.data(seed)
+    pyro.set_rng_seed(seed)
+    model = build_model("pidkl", e, data.X_train, data.y_train, data.input_names, **config)
+    if pin != "learned":
+        pin_source_variance(model, pin)
+    fit(model, num_steps=e.protocol.num_steps, lr=e.protocol.lr, progress=False)
+    mean, var = model(data.X_test, noiseless=False)
+    s = predictive_scores(mean, var, data.y_test)
+    sk = model.source_kernel
+    return {"task": task, "seed": seed, "config": config, "source_variance_pinned": pin,
+            "rmse": s["rmse"], "crps": s["crps"], "coverage95": s["coverage"][0.95],
+            "source_variance": float(sk.variance),
+            "source_lengthscale": sk.lengthscale.detach().tolist(),
+            "kernel_variance": model.kernel.kern.variance.item(),
+            "noise_variance": model.noise_variance(),
+            "learned": model.equation_parameters()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("tasks", help="comma-separated task names")
+    p.add_argument("--seeds", default="0-4")
+    p.add_argument("--pin", default=None, help="comma-separated source variances, or "
+                   "'learned'; default: learned only (the first diagnostic)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1)
+    a = p.parse_args(argv)
+
+    from dev_protocol import run_jobs
+    from pyro_pidkl.cli import _parse_seeds
+
+    pins = a.pin.split(",") if a.pin else ["learned"]
+    pins = [v if v == "learned" else float(v) for v in pins]
+    jobs = [(t, s, v, a.threads) for t in a.tasks.split(",") for v in pins
+            for s in _parse_seeds(a.seeds)]
+    for r in run_jobs(run, jobs, a.jobs):
+        print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":
