@@ -61,7 +61,7 @@ def run(task, seed, pin, threads=1):
     sk = model.source_kernel
     return {"task": task, "seed": seed, "config": config, "source_variance_pinned": pin,
             "rmse": s["rmse"], "crps": s["crps"], "coverage95": s["coverage"][0.95],
-            "source_variance": float(sk.variance),
+            "source_variance": float(sk.variance.detach()),
             "source_lengthscale": sk.lengthscale.detach().tolist(),
             "kernel_variance": model.kernel.kern.variance.item(),
             "noise_variance": model.noise_variance(),
