@@ -23,36 +23,41 @@ def _data(n=40, seed=0):
 
 def _optimal_q(model):
     """The exact optimum of q(v) when the inducing points are the training inputs:
-    precision I + L^T L / s2, mean A^-1 L^T y / s2 (whitened)."""
+    precision I + L^T L / s2, mean A^-1 L^T (y - c) / s2 (whitened; c the prior mean)."""
     with torch.no_grad():
         L = model._Luu()
         s2 = model.noise
         A = torch.eye(L.shape[0], dtype=L.dtype) + L.T @ L / s2
         S = torch.linalg.inv(A)
-        m = S @ L.T @ model.y_s / s2
+        m = S @ L.T @ (model.y_s - model.prior_mean()) / s2
         return m, torch.linalg.cholesky(S)
 
 
-def _sparse_at_optimum_and_exact(n):
+def _sparse_at_optimum_and_exact(n, mean="zero"):
     """A sparse model with Xu = X and the optimal q(v), and the exact model sharing its
-    kernel and noise."""
+    kernel and noise (and, with ``mean="constant"``, a prior mean of 0.7 for both)."""
     X, y = _data(n=n)
     model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0,
-                        num_inducing=n, batch_size=None)
+                        num_inducing=n, batch_size=None, mean=mean)
     with torch.no_grad():
         model.Xu = model.X_s.clone()
+        if mean == "constant":
+            model.mean_constant = torch.tensor(0.7, dtype=torch.float64)
         m, S_tril = _optimal_q(model)
         model.u_loc, model.u_scale_tril = m, S_tril
         model.min_scale = 0.0
-    exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0)
+    exact = PIDKL(X, y, physics.first_order_ode(), input_names=("t",), gamma=0.0, mean=mean)
     exact.load_state_dict({k: v for k, v in model.state_dict().items()
                            if k in exact.state_dict()})
     return model, exact
 
 
-def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
-    model, exact = _sparse_at_optimum_and_exact(40)
-    Xnew = np.linspace(-0.2, 1.2, 15)[:, None]
+@pytest.mark.parametrize("mean", ["zero", "constant"])
+def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior(mean):
+    model, exact = _sparse_at_optimum_and_exact(40, mean)
+    if mean == "constant":
+        assert float(exact.mean_constant) == 0.7     # the exact model shares c
+    Xnew = np.r_[np.linspace(-0.2, 1.2, 15), 5.0][:, None]   # and one point far away
     mean_s, var_s = model(Xnew)
     mean_e, var_e = exact(Xnew)
     # equal up to the 1e-6 relative nugget on K_uu
@@ -60,10 +65,11 @@ def test_sparse_with_inducing_points_at_the_data_recovers_the_exact_posterior():
     torch.testing.assert_close(var_s, var_e, atol=1e-4, rtol=1e-3)
 
 
-def test_sparse_elbo_at_the_optimum_is_the_log_marginal_likelihood():
+@pytest.mark.parametrize("mean", ["zero", "constant"])
+def test_sparse_elbo_at_the_optimum_is_the_log_marginal_likelihood(mean):
     # with Xu = X and the optimal q, the collapsed bound is tight: ELBO = log p(y). With
     # gamma = 0 the model's ELBO (closed-form data term and KL) has no Monte Carlo part
-    model, exact = _sparse_at_optimum_and_exact(20)
+    model, exact = _sparse_at_optimum_and_exact(20, mean)
     assert model.elbo_class is TraceMeanField_ELBO
     with torch.no_grad():
         log_p = float(exact.posterior().log_marginal())
@@ -191,8 +197,8 @@ def test_sparse_physics_draw_options():
         model = SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), m=4,
                             num_inducing=8, batch_size=None, physics_draw=draw)
         assert np.isfinite(fit(model, num_steps=3, progress=False, seed=0).losses).all()
-    with pytest.raises(ValueError, match="zero prior mean"):
-        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), mean="constant")
+    with pytest.raises(ValueError, match="mean"):
+        SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), mean="linear")
     with pytest.raises(ValueError, match="physics_draw"):
         SparsePIDKL(X, y, physics.first_order_ode(), input_names=("t",), physics_draw="x")
     with pytest.raises(ValueError, match="inducing_init"):
@@ -219,11 +225,13 @@ def test_sparse_data_term_never_rewards_a_negative_conditional_variance(monkeypa
     torch.testing.assert_close(tr.nodes["data"]["log_prob"], bound)
 
 
-@pytest.mark.parametrize("skip_inputs", [False, True])
-def test_sparse_physics_derivatives_in_closed_form_match_autograd(skip_inputs):
+@pytest.mark.parametrize("skip_inputs, mean", [(False, "zero"), (True, "zero"),
+                                               (False, "constant")])
+def test_sparse_physics_derivatives_in_closed_form_match_autograd(skip_inputs, mean):
     # the draw given v seen as a GP posterior on the inducing points (InducingConditional):
     # same physics loss and parameter gradients as autograd through the conditional,
-    # second derivatives included (the 1-D heat equation)
+    # second derivatives included (the 1-D heat equation); with a constant prior mean, its
+    # gradient too, on Burgers' equation, whose residual involves the value of f
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (60, 2)) * [2, 1]
     y = np.exp(-0.1 * np.pi ** 2 * X[:, 1]) * np.sin(np.pi * X[:, 0] / 2)
@@ -231,11 +239,14 @@ def test_sparse_physics_derivatives_in_closed_form_match_autograd(skip_inputs):
     for derivatives in ("closed_form", "autograd"):
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
-        model = SparsePIDKL(X, y, physics.heat_1d(alpha=0.3), input_names=("x", "t"), m=12,
+        eq = physics.heat_1d(alpha=0.3) if mean == "zero" else physics.burgers_1d(nu=0.3)
+        model = SparsePIDKL(X, y, eq, input_names=("x", "t"), m=12,
                             num_inducing=15, batch_size=20, derivatives=derivatives,
-                            skip_inputs=skip_inputs, eps="point")
+                            skip_inputs=skip_inputs, eps="point", mean=mean)
         with torch.no_grad():   # a q(v) away from its start, so that v varies
             model.u_loc = torch.linspace(-1, 1, 15, dtype=torch.float64)
+            if mean == "constant":
+                model.mean_constant = torch.tensor(-0.4, dtype=torch.float64)
         pyro.set_rng_seed(3)
         loss = TraceMeanField_ELBO().differentiable_loss(model.model, model.guide)
         tr = poutine.trace(model.model).get_trace()

@@ -7,14 +7,17 @@ values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and :math:`q(v) = \mathc
 
 .. math::
     \mathcal{L} = \frac{N}{B}\sum_{i \in \mathcal{B}} \Big[
-        \log\mathcal{N}(y_i \mid \mu_q(x_i), \sigma^2) - \frac{v_q(x_i)}{2\sigma^2}\Big]
+        \log\mathcal{N}(y_i \mid c + \mu_q(x_i), \sigma^2) - \frac{v_q(x_i)}{2\sigma^2}\Big]
       - \mathrm{KL}\big(q(v)\,\|\,\mathcal{N}(0, I)\big)
       + \gamma\, \mathbb{E}\log\mathcal{N}\big(\psi[f_{v,\epsilon}](Z) \mid 0, \kappa(Z, Z)\big),
 
     \mu(x; v) = k_{xu} L_{uu}^{-\top} v, \quad s(x) = k_{xx} - \|L_{uu}^{-1} k_{ux}\|^2,
-    \quad f_{v,\epsilon}(x) = \mu(x; v) + \epsilon \sqrt{s(x)},
+    \quad f_{v,\epsilon}(x) = c + \mu(x; v) + \epsilon \sqrt{s(x)},
 
     \mu_q(x) = \mu(x; m), \quad v_q(x) = s(x) + \|S^\top L_{uu}^{-1} k_{ux}\|^2
+
+with the prior mean :math:`c = 0` (``mean="zero"``) or a learned constant
+(``mean="constant"``), on the standardised scale as in the exact models
 
 (Hensman, Fusi, Lawrence 2013; :func:`pyro.contrib.gp.util.conditional` with
 ``whiten=True``). The data term is :math:`\mathbb{E}_{q(v)}\log\mathcal{N}(y_i \mid f_i,
@@ -47,7 +50,7 @@ class InducingConditional:
     :class:`~pyro_pidkl.posterior.GPPosterior` that :class:`~pyro_pidkl.draw.PosteriorDraw`
     reads, so that the derivatives of the physics draw are in closed form here too:
 
-    .. math:: \mu(x; v) = k(x, X_u)\,\alpha,\quad \alpha = L_{uu}^{-\top} v, \qquad
+    .. math:: \mu(x; v) = c + k(x, X_u)\,\alpha,\quad \alpha = L_{uu}^{-\top} v, \qquad
               s(x) = k(x, x) - k(x, X_u) K_{uu}^{-1} k(X_u, x),
 
     i.e. a GP posterior whose "training" inputs are :math:`X_u` and whose :math:`K^{-1}` is
@@ -57,12 +60,11 @@ class InducingConditional:
     :param torch.Tensor v: whitened inducing values ``(M,)``.
     :param kernel: the model's kernel.
     :param torch.Tensor Luu: Cholesky factor of :math:`K_{uu}` (with its jitter) ``(M, M)``.
+    :param offset: the prior mean :math:`c` (a scalar tensor or ``0.``).
     """
 
-    offset = 0.0
-
-    def __init__(self, Xu, v, kernel, Luu):
-        self.X, self.v, self.kernel, self.L = Xu, v, kernel, Luu
+    def __init__(self, Xu, v, kernel, Luu, offset=0.0):
+        self.X, self.v, self.kernel, self.L, self.offset = Xu, v, kernel, Luu, offset
         self.feature_map = feature_map(kernel)
         self.features = None if self.feature_map is None else self.feature_map(Xu)
         self.alpha = torch.linalg.solve_triangular(Luu.T, v.unsqueeze(-1),
@@ -79,7 +81,8 @@ class InducingConditional:
 
     def mean_var(self, U):
         r""":math:`\mu(U; v)`, :math:`s(U)` at standardised points ``U`` ``(B, d)``."""
-        return conditional(U, self.X, self.kernel, self.v, None, self.L, whiten=True)
+        mu, var = conditional(U, self.X, self.kernel, self.v, None, self.L, whiten=True)
+        return mu + self.offset, var
 
     def draw(self, eps, min_var=1e-12):
         r""":math:`f_{v,\epsilon}(U) = \mu(U; v) + \epsilon\sqrt{s(U)}` (standardised)."""
@@ -115,9 +118,6 @@ class SparsePIDKL(PIDKL):
     def __init__(self, X, y, equation, input_names=None, num_inducing=100, batch_size=1000,
                  prediction_batch=10000, inducing_seed=0, inducing_init="data",
                  physics_draw="conditional", **kwargs):
-        if kwargs.get("mean", "zero") != "zero":
-            raise ValueError(f"SparsePIDKL has a zero prior mean (mean='zero'); got "
-                             f"mean={kwargs['mean']!r}")
         super().__init__(X, y, equation, input_names, **kwargs)
         N = self.X.shape[0]
         if int(num_inducing) != num_inducing or num_inducing < 1:
@@ -173,14 +173,21 @@ class SparsePIDKL(PIDKL):
             M, dtype=Xu.dtype, device=Xu.device), 1e-8, self.max_jitter,
             what=f"{M} x {M} inducing kernel matrix")
 
+    def prior_mean(self):
+        """The prior mean :math:`c` of the standardised GP: ``mean_constant`` (learned) with
+        ``mean="constant"``, else ``0.``."""
+        return self.mean_constant if self.mean_kind == "constant" else 0.0
+
     def conditional(self, U, v, Luu, full_cov=False):
-        r""":math:`\mu(U; v)` and :math:`s(U)` at standardised points ``U`` ``(B, d)`` given
-        whitened inducing values ``v`` ``(M,)`` (or ``q(v)`` when ``v`` is ``None``)."""
+        r""":math:`c + \mu(U; v)` and :math:`s(U)` at standardised points ``U`` ``(B, d)``
+        given whitened inducing values ``v`` ``(M,)`` (or ``q(v)`` when ``v`` is ``None``)."""
         if v is None:
-            return conditional(U, self.Xu, self.kernel, self.u_loc, self.q_scale_tril, Luu,
-                               full_cov=full_cov, whiten=True)
-        return conditional(U, self.Xu, self.kernel, v, None, Luu, full_cov=full_cov,
-                           whiten=True)
+            mu, var = conditional(U, self.Xu, self.kernel, self.u_loc, self.q_scale_tril, Luu,
+                                  full_cov=full_cov, whiten=True)
+        else:
+            mu, var = conditional(U, self.Xu, self.kernel, v, None, Luu, full_cov=full_cov,
+                                  whiten=True)
+        return mu + self.prior_mean(), var
 
     def posterior(self):
         raise NotImplementedError("SparsePIDKL has no exact posterior (O(N^3)); use forward() "
@@ -195,7 +202,8 @@ class SparsePIDKL(PIDKL):
         v, Luu = draw_args
         st = self.standardizer
         if self.closed_form_gradients and v is not None and v.dim() == 1:
-            return PosteriorDraw(InducingConditional(self.Xu, v, self.kernel, Luu), eps, st)
+            return PosteriorDraw(InducingConditional(self.Xu, v, self.kernel, Luu,
+                                                     self.prior_mean()), eps, st)
 
         def f(x):
             mu, var = self.conditional(st.x_to_model(x), v, Luu)
