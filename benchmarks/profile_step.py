@@ -2,12 +2,19 @@
 
 The ``pidkl bench`` case (1-D heat equation, d = 2) at one ``N`` and ``m``: each model takes
 3 warm-up steps, then 3 profiled steps; per model it prints the op calls per step in all and
-the ops with the most self CPU time, with calls and milliseconds per step.
+the ops with the most self CPU time, with calls and milliseconds per step. With ``--shapes``
+it then lists the ops on large arrays (an operand of >= N m elements) whose calls per step
+differ between the two models, by input shapes: where the physics term's extra arithmetic is.
 
-    python benchmarks/profile_step.py [--N 1000] [--m 100] [--threads 2] [--rows 8]
+    python benchmarks/profile_step.py [--N 1000] [--m 100] [--threads 2] [--rows 8] [--shapes]
 """
 
 import argparse
+
+#: ops that only make views or metadata (left out of ``--shapes``)
+VIEWS = {"as_strided", "detach", "numpy_T", "permute", "resolve_conj", "t", "to",
+         "transpose", "view", "expand", "reshape", "unsqueeze", "squeeze", "select", "slice",
+         "alias"}
 
 
 def main(argv=None):
@@ -16,6 +23,7 @@ def main(argv=None):
     p.add_argument("--m", type=int, default=100)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--shapes", action="store_true")
     args = p.parse_args(argv)
 
     import numpy as np
@@ -32,6 +40,7 @@ def main(argv=None):
     y = np.exp(-np.pi ** 2 * 0.1 * X[:, 1]) * np.sin(np.pi * X[:, 0])
     y = y + 0.01 * rng.standard_normal(args.N)
     steps = 3
+    large = {}
     for name in ("pidkl", "dkl"):
         pyro.set_rng_seed(0)
         pyro.clear_param_store()
@@ -40,7 +49,7 @@ def main(argv=None):
         elbo, optim = default_elbo(model), pyro.optim.Adam({"lr": 1e-3})
         for _ in range(steps):
             svi_step(model, elbo, optim)
-        with profile() as prof:
+        with profile(record_shapes=args.shapes) as prof:
             for _ in range(steps):
                 svi_step(model, elbo, optim)
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
@@ -51,6 +60,18 @@ def main(argv=None):
         for e in ops[:args.rows]:
             print(f"  {e.key:<36} {e.count // steps:>4} calls/step "
                   f"{e.self_cpu_time_total / 1e3 / steps:8.1f} ms/step")
+        if args.shapes:
+            large[name] = {(e.key, str(e.input_shapes)): e.count // steps
+                           for e in prof.key_averages(group_by_input_shape=True)
+                           if e.key.startswith("aten::") and e.key[6:] not in VIEWS and any(
+                               len(sh) == 2 and sh[0] * sh[1] >= args.N * args.m
+                               for sh in e.input_shapes if isinstance(sh, list))}
+    if args.shapes:
+        print("aten ops on large arrays whose calls per step differ (pidkl, dkl, op, shapes):")
+        for key in sorted(set(large["pidkl"]) | set(large["dkl"])):
+            a, b = large["pidkl"].get(key, 0), large["dkl"].get(key, 0)
+            if a != b:
+                print(f"  {a:>3} {b:>3}  {key[0]:<24} {key[1]}")
 
 
 if __name__ == "__main__":
