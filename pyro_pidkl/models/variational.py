@@ -17,10 +17,10 @@ values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and :math:`q(v) = \mathc
     \mu_q(x) = \mu(x; m), \quad v_q(x) = s(x) + \|S^\top L_{uu}^{-1} k_{ux}\|^2
 
 with the prior mean :math:`c = 0` (``mean="zero"``) or a learned constant
-(``mean="constant"``), on the standardised scale as in the exact models
+(``mean="constant"``), on the standardised scale as in the exact models.
 
-(Hensman, Fusi, Lawrence 2013; :func:`pyro.contrib.gp.util.conditional` with
-``whiten=True``). The data term is :math:`\mathbb{E}_{q(v)}\log\mathcal{N}(y_i \mid f_i,
+The construction is that of Hensman, Fusi, Lawrence 2013 (and of
+:func:`pyro.contrib.gp.util.conditional` with ``whiten=True``). The data term is :math:`\mathbb{E}_{q(v)}\log\mathcal{N}(y_i \mid f_i,
 \sigma^2)` in closed form, as in Pyro's ``VariationalSparseGP``, and the KL term is closed
 form too (:attr:`SparsePIDKL.elbo_class` is ``TraceMeanField_ELBO``): only the physics term
 is Monte Carlo. In Pyro: the sample site ``u`` (whitened, prior :math:`\mathcal{N}(0, I)`)
