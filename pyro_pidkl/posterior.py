@@ -175,7 +175,7 @@ class GPPosterior:
         ``False``: autograd traces them back through the Cholesky factor (the textbook
         route, kept for comparison).
     :param torch.Tensor mean: the constant prior mean :math:`c` (scalar, differentiable), or
-        ``None`` for a zero mean.
+        ``None`` (or ``0.``) for a zero mean.
 
     Attributes: ``y`` the centred targets :math:`y - c` ``(N,)``, ``offset`` :math:`c` (``0.``
     for a zero mean), ``K`` ``(N, N)`` (with any jitter the factorisation needed; differentiable),
@@ -188,6 +188,8 @@ class GPPosterior:
 
     def __init__(self, X, y, kernel, noise, jitter=1e-8, max_jitter=1e-2,
                  closed_form_gradients=True, mean=None):
+        if isinstance(mean, (int, float)) and mean == 0:
+            mean = None
         self.offset = 0.0 if mean is None else mean
         y = y if mean is None else y - mean
         self.X, self.y, self.kernel, self.noise = X, y, kernel, noise

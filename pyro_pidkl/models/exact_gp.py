@@ -90,12 +90,16 @@ class ExactGP(PyroModule):
     def input_dim(self):
         return self.X.shape[1]
 
+    def prior_mean(self):
+        """The prior mean :math:`c` of the standardised GP: ``mean_constant`` (learned) with
+        ``mean="constant"``, else ``0.``."""
+        return self.mean_constant if self.mean_kind == "constant" else 0.0
+
     def posterior(self):
         """The :class:`~pyro_pidkl.posterior.GPPosterior` at the current parameters
         (one Cholesky of ``K + sigma^2 I``)."""
         return GPPosterior(self.X_s, self.y_s, self.kernel, self.noise, self.jitter,
-                           self.max_jitter, self.closed_form_gradients,
-                           mean=self.mean_constant if self.mean_kind == "constant" else None)
+                           self.max_jitter, self.closed_form_gradients, mean=self.prior_mean())
 
     @pyro_method
     def model(self):

@@ -20,8 +20,9 @@ with the prior mean :math:`c = 0` (``mean="zero"``) or a learned constant
 (``mean="constant"``), on the standardised scale as in the exact models.
 
 The construction is that of Hensman, Fusi, Lawrence 2013 (and of
-:func:`pyro.contrib.gp.util.conditional` with ``whiten=True``). The data term is :math:`\mathbb{E}_{q(v)}\log\mathcal{N}(y_i \mid f_i,
-\sigma^2)` in closed form, as in Pyro's ``VariationalSparseGP``, and the KL term is closed
+:func:`pyro.contrib.gp.util.conditional` with ``whiten=True``). The data term is
+:math:`\mathbb{E}_{q(v)}\log\mathcal{N}(y_i \mid f_i, \sigma^2)` in closed form, as in
+Pyro's ``VariationalSparseGP``, and the KL term is closed
 form too (:attr:`SparsePIDKL.elbo_class` is ``TraceMeanField_ELBO``): only the physics term
 is Monte Carlo. In Pyro: the sample site ``u`` (whitened, prior :math:`\mathcal{N}(0, I)`)
 with guide ``MultivariateNormal(u_loc, u_scale_tril + min_scale I)``, a ``data`` factor inside
@@ -172,11 +173,6 @@ class SparsePIDKL(PIDKL):
         return jittered_cholesky(Kuu + 1e-6 * Kuu.diagonal().mean() * torch.eye(
             M, dtype=Xu.dtype, device=Xu.device), 1e-8, self.max_jitter,
             what=f"{M} x {M} inducing kernel matrix")
-
-    def prior_mean(self):
-        """The prior mean :math:`c` of the standardised GP: ``mean_constant`` (learned) with
-        ``mean="constant"``, else ``0.``."""
-        return self.mean_constant if self.mean_kind == "constant" else 0.0
 
     def conditional(self, U, v, Luu, full_cov=False):
         r""":math:`c + \mu(U; v)` and :math:`s(U)` at standardised points ``U`` ``(B, d)``
