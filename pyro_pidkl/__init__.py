@@ -7,7 +7,8 @@ from .ensemble import Ensemble, fit_restarts, training_objective
 from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
 from .infer import FitResult, fit
 from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
-from .models import DKL, LFM, PIDKL, SKL, ExactGP, SparsePIDKL
+from .models import (DKL, LFM, PIDKL, SKL, ExactGP, PhysicsConditionedGP, SparsePIDKL,
+                     collocation_points)
 from .nn import MLP
 from .physics import Equation, Parameter
 from .posterior import GPPosterior, cho_solve, logdet, quad_diag
@@ -30,6 +31,7 @@ __all__ = sorted([
     "MLP",
     "NotPositiveDefiniteError",
     "PIDKL",
+    "PhysicsConditionedGP",
     "PIDKLError",
     "Parameter",
     "PosteriorDraw",
@@ -38,6 +40,7 @@ __all__ = sorted([
     "__version__",
     "baselines",
     "cho_solve",
+    "collocation_points",
     "coverage",
     "cross_validate",
     "crps",

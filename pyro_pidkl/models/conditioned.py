@@ -1,0 +1,472 @@
+r"""A GP conditioned jointly on the data and on the equation at collocation points.
+
+PI-DKL lets the equation reach the prediction only through the kernel's hyperparameters.
+Here the equation is *data*: with the residual linearised around the current posterior
+mean :math:`f_0` (exact for linear equations; Gauss-Newton for nonlinear ones, as in
+Chen, Hosseini, Owhadi & Stuart 2021),
+
+.. math::
+    \psi[f](z) \approx b(z) + \sum_\alpha J_\alpha(z)\, \partial^\alpha f(z)
+        =: b(z) + \mathcal{L} f(z),
+
+the virtual observations :math:`\mathcal{L} f(Z) = g(Z) - b(Z)` at ``M`` collocation
+points :math:`Z` are jointly Gaussian with :math:`y`:
+
+.. math::
+    \begin{bmatrix} y \\ \mathcal{L} f(Z) + \epsilon_r - g(Z) \end{bmatrix} \sim
+    \mathcal{N}\left(0, \begin{bmatrix} K + \sigma^2 I & \mathcal{L}_{z'} k(X, Z) \\
+      \mathcal{L}_z k(Z, X) & \mathcal{L}_z \mathcal{L}_{z'} k(Z, Z) + \Sigma_g + \rho^2\tau I
+    \end{bmatrix}\right),
+
+with the covariances of derivatives in closed form
+(:class:`~pyro_pidkl.derivative_kernels.DerivativeKernel`). The source :math:`g` is a
+modelling choice: ``"zero"`` (the equation as written is the physics; :math:`\Sigma_g = 0`),
+``"gp"`` (the paper's unknown source, :math:`\Sigma_g = \rho^2 s_g^2 R(Z, Z)` with an SE-ARD
+correlation :math:`R` and a learned amplitude), or a known function ``g(x)``. The residual
+noise :math:`\rho^2\tau` is relative to :math:`\rho^2`, the mean prior variance of
+:math:`\mathcal{L} f` at :math:`Z`, so that ``residual_noise`` means the same for any
+equation and units.
+
+The joint log density splits as :math:`\log p(y) + \log p(\text{virtual} \mid y)`: the
+``data`` factor is the GP marginal likelihood, the ``physics`` factor the equation's
+virtual observations given the data. Kernel, noise, source and the equation's unknown
+coefficients maximise their sum; predictions are the GP posterior given both.
+"""
+
+import math
+
+import pyro
+import torch
+from pyro.nn import PyroParam, pyro_method
+from torch.distributions import constraints
+
+from ..derivative_kernels import DerivativeKernel, derivative_kernel_supported
+from ..domain import Box
+from ..errors import NonFiniteError
+from ..kernels import deep_kernel, se_ard
+from ..nn import MLP
+from ..physics.equation import Equation
+from ..physics.linearise import linearise
+from ..posterior import jittered_cholesky
+from .exact_gp import ExactGP, own_parameters
+
+__all__ = ["PhysicsConditionedGP", "collocation_points"]
+
+_DESIGNS = ("sobol", "grid", "random")
+
+
+def collocation_points(domain, count, design="sobol", seed=0):
+    r"""``count`` points in a resolved :class:`~pyro_pidkl.domain.Box` (user units):
+    ``"sobol"`` (scrambled Sobol, :class:`scipy.stats.qmc.Sobol`), ``"grid"`` (a product
+    grid with :math:`\lceil count^{1/d} \rceil` points per input, so possibly more than
+    ``count``) or ``"random"`` (uniform). Returns ``(M, d)``."""
+    if isinstance(count, bool) or int(count) != count or count < 1:
+        raise ValueError(f"Expected the number of collocation points to be an integer >= 1; "
+                         f"got {count!r}")
+    if design not in _DESIGNS:
+        raise ValueError(f"Expected design to be one of {_DESIGNS}; got {design!r}")
+    if not hasattr(domain, "low"):
+        raise TypeError(f"Expected a resolved Box domain; got {domain!r}")
+    low, high = domain.low, domain.high
+    d, count = low.shape[0], int(count)
+    if design == "sobol":
+        from scipy.stats import qmc
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # balance properties need 2^k points
+            u = torch.as_tensor(qmc.Sobol(d, scramble=True, seed=seed).random(count))
+    elif design == "random":
+        g = torch.Generator().manual_seed(seed)
+        u = torch.rand(count, d, generator=g, dtype=torch.float64)
+    else:
+        n = math.ceil(count ** (1.0 / d) - 1e-9)
+        axis = torch.linspace(0, 1, n, dtype=torch.float64)
+        u = torch.cartesian_prod(*([axis] * d)).reshape(-1, d)
+    return low + (high - low) * u.to(low.dtype)
+
+
+class PhysicsConditionedGP(ExactGP):
+    r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
+
+    :param X: ``(N, d)`` training inputs (user units).
+    :param y: ``(N,)`` training targets.
+    :param equation: a :class:`~pyro_pidkl.physics.Equation` (derivatives up to order two).
+    :param input_names: names of the ``d`` inputs; required unless ``X`` has one column
+        and the equation one input, or ``d`` equals the equation's inputs and they are given
+        in the same order as in the equation (pass them whenever in doubt).
+    :param kernel: ``"se"`` (default: SE-ARD on the standardised inputs), ``"deep"`` (the
+        paper's deep kernel: SE on MLP features) or a :mod:`pyro.contrib.gp` kernel of either
+        kind.
+    :param collocation: the number of collocation points (default 200) or a ``(M, d)``
+        tensor of them in user units.
+    :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
+    :param domain: where the equation holds: a :class:`~pyro_pidkl.domain.Box` (default:
+        the data's box; give the whole domain to extrapolate).
+    :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
+        :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
+    :param float residual_noise: :math:`\tau`, the residual variance relative to the prior
+        variance of :math:`\mathcal{L} f` (default ``1e-4``: the equation binds, a 1%
+        residual standard deviation).
+    :param bool learn_residual_noise: learn :math:`\tau` (bounded below by
+        ``residual_noise_floor``) instead of holding it.
+    :param float source_variance: initial :math:`s_g^2` of the ``"gp"`` source (relative).
+    :param source_prior: optional ``pyro.distributions`` prior on :math:`s_g^2` (added to
+        the objective, a MAP estimate).
+    :param source_inputs: inputs of the source kernel: ``"equation"`` (default) or names.
+    :param int newton_steps: Gauss-Newton iterations at fixed hyperparameters before a
+        prediction (nonlinear equations only).
+    :param int seed: seed of the collocation design.
+    :param feature_net: the feature map of ``kernel="deep"`` (default the paper's MLP).
+    Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
+
+    Sites of :meth:`model`: ``data`` and ``physics`` factors.
+    """
+
+    def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=200,
+                 design="sobol", domain=None, source="zero", residual_noise=1e-4,
+                 learn_residual_noise=False, residual_noise_floor=1e-8, source_variance=0.1,
+                 source_prior=None, source_inputs="equation", newton_steps=10, seed=0,
+                 feature_net=None, **kwargs):
+        if not isinstance(equation, Equation):
+            raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
+                            f"{type(equation).__name__}")
+        if any(spec.prior is not None for spec in equation.specs.values()):
+            raise ValueError("PhysicsConditionedGP learns equation parameters by the marginal "
+                             "likelihood; declare them without a prior (coefficient_intervals() "
+                             "gives a Laplace interval)")
+        input_names = _input_names(X, input_names, equation)
+        super().__init__(X, y, input_names, **kwargs)
+        equation.check_inputs(self.input_names)
+        self.equation = equation
+        self.kernel = self._make_kernel(kernel, feature_net)
+        self.domain = (domain or Box()).resolve(self.X, self.input_names)
+        if not hasattr(self.domain, "low"):
+            raise TypeError(f"Expected domain to be a Box; got {type(domain).__name__}")
+        if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
+            Z, _ = _as_points(collocation, self.input_names, self.X.dtype)
+        else:
+            Z = collocation_points(self.domain, collocation, design, seed)
+        self.register_buffer("Z", Z.to(self.X))
+        self.register_buffer("Z_s", self.standardizer.x_to_model(self.Z))
+        if not (residual_noise > 0 and math.isfinite(residual_noise)):
+            raise ValueError(f"Expected residual_noise > 0; got {residual_noise}")
+        if learn_residual_noise:
+            if not residual_noise > residual_noise_floor:
+                raise ValueError(f"Expected residual_noise ({residual_noise}) above "
+                                 f"residual_noise_floor ({residual_noise_floor})")
+            self.residual_noise = PyroParam(torch.tensor(float(residual_noise), dtype=self.X.dtype),
+                                            constraints.greater_than(float(residual_noise_floor)))
+        else:
+            self.register_buffer("residual_noise",
+                                 torch.tensor(float(residual_noise), dtype=self.X.dtype))
+        self.source_kind, self.source_fn = self._source(source)
+        if self.source_kind == "gp":
+            cols = self._source_columns(source_inputs)
+            self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
+            self.source_kernel.variance = PyroParam(
+                torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
+            self.source_prior = source_prior
+        if int(newton_steps) != newton_steps or newton_steps < 0:
+            raise ValueError(f"Expected newton_steps to be an integer >= 0; got {newton_steps!r}")
+        self.newton_steps = int(newton_steps)
+        # which derivatives psi reads (index tuples), and the linearisation point f0 (a jet
+        # in user units at Z): zero until the first step, then the last posterior mean
+        probe = linearise(equation, {}, self.Z[:2], self.input_names)
+        self.indices = sorted(probe.coefficients, key=lambda i: (len(i), i))
+        if any(len(i) > 2 for i in self.indices):
+            raise ValueError(f"Equation {equation.name!r} reads a derivative of order above two; "
+                             "PhysicsConditionedGP supports orders up to two")
+        self.linear = probe.linear
+        self.f0 = {}
+
+    # -- construction helpers ----------------------------------------------------------
+    def _make_kernel(self, kernel, feature_net):
+        if kernel == "se":
+            return se_ard(self.input_dim, dtype=self.X.dtype)
+        if kernel == "deep":
+            net = feature_net or MLP(self.input_dim, 20, dtype=self.X.dtype)
+            with torch.no_grad():
+                width = net(self.X_s[:1]).shape[-1]
+            return deep_kernel(net, width, dtype=self.X.dtype)
+        if isinstance(kernel, str) or not derivative_kernel_supported(kernel):
+            raise ValueError(f"Expected kernel to be 'se', 'deep', an RBF kernel or a "
+                             f"Warping(RBF) deep kernel; got {kernel!r}")
+        return kernel
+
+    def _source(self, source):
+        if source in ("zero", "gp"):
+            return source, None
+        if callable(source):
+            return "known", source
+        raise ValueError(f"Expected source to be 'zero', 'gp' or a callable g(x); got {source!r}")
+
+    def _source_columns(self, source_inputs):
+        if source_inputs == "equation":
+            names = self.equation.inputs or self.input_names
+        else:
+            names = (source_inputs,) if isinstance(source_inputs, str) else tuple(source_inputs)
+        unknown = [n for n in names if n not in self.input_names]
+        if unknown or not names:
+            raise ValueError(f"Expected source_inputs to be 'equation' or names from "
+                             f"{self.input_names}; got {source_inputs!r}")
+        return [self.input_names.index(n) for n in names]
+
+    # -- the pieces of the model -------------------------------------------------------
+    def _derivative_scale(self, idx):
+        r""":math:`\partial^\alpha f_{user} = c_\alpha \partial^\alpha_u f_s`:
+        :math:`c_\alpha = s_y / \prod_{a \in \alpha} s_{x,a}`."""
+        st = self.standardizer
+        scale = st.y_scale
+        for a in idx:
+            scale = scale / st.x_scale[a]
+        return scale
+
+    def linearise(self):
+        r"""The equation at :math:`Z`, linearised around :math:`f_0` and written for the
+        standardised GP :math:`f_s`: ``(w, b)`` with :math:`\psi[f](Z) \approx b + \sum_\alpha
+        w_\alpha \partial^\alpha_u f_s(Z)` (``w`` ``{alpha: (M,)}``, ``b`` ``(M,)``)."""
+        lin = linearise(self.equation, self.f0, self.Z, self.input_names)
+        w = {idx: lin.coefficients[idx] * self._derivative_scale(idx)
+             for idx in self.indices if idx in lin.coefficients}
+        b = lin.offset
+        if () in lin.coefficients:
+            b = b + lin.coefficients[()] * self.standardizer.y_loc
+        return w, b
+
+    def source(self):
+        r""":math:`g(Z)` for a known source, else zeros ``(M,)``."""
+        if self.source_fn is None:
+            return torch.zeros_like(self.Z[:, 0])
+        from ..physics.derivatives import Inputs
+        g = torch.as_tensor(self.source_fn(Inputs(self.Z, self.input_names)), dtype=self.Z.dtype)
+        if g.dim() == 0:
+            g = g.expand(self.Z.shape[0])
+        if g.shape != self.Z.shape[:1]:
+            raise ValueError(f"Expected the source to return shape ({self.Z.shape[0]},); got "
+                             f"{tuple(g.shape)}")
+        return g
+
+    def joint(self, w, b):
+        r"""The joint prior of :math:`[y; \mathcal{L}f(Z)]` and its Cholesky factor: a
+        :class:`JointConditional`."""
+        dk = DerivativeKernel(self.kernel, self.Z_s, self.Z_s, self.indices, self.indices)
+        dx = DerivativeKernel(self.kernel, self.Z_s, self.X_s, self.indices, [()])
+        N, M = self.X_s.shape[0], self.Z_s.shape[0]
+        Kxx = self.kernel(self.X_s)
+        K_Lx = sum(w[a][:, None] * dx(a, ()) for a in w)                       # (M, N)
+        # L_z L_z' k, using d^a_z d^c_z' k(Z, Z) = (d^c_z d^a_z' k(Z, Z))^T
+        order = sorted(w, key=lambda i: (len(i), i))
+        half = sum(w[a][:, None] * w[c][None, :] * dk(a, c) * (0.5 if a == c else 1.0)
+                   for i, a in enumerate(order) for c in order[i:])
+        K_LL = half + half.T
+        rho2 = K_LL.diagonal().mean().detach().clamp(min=1e-300)
+        Sigma = self.residual_noise * torch.eye(M, dtype=Kxx.dtype, device=Kxx.device)
+        if self.source_kind == "gp":
+            Sigma = Sigma + self.source_kernel(self.Z_s)
+        eye = torch.eye(N, dtype=Kxx.dtype, device=Kxx.device)
+        A = torch.cat([torch.cat([Kxx + self.noise * eye, K_Lx.T], 1),
+                       torch.cat([K_Lx, K_LL + rho2 * Sigma], 1)], 0)
+        c = self.prior_mean()
+        mean_L = w[()] * c if () in w else torch.zeros_like(b)
+        obs = torch.cat([self.y_s - c, self.source() - b - mean_L])
+        L = jittered_cholesky(A, self.jitter, self.max_jitter,
+                              what=f"{N + M} x {N + M} joint kernel matrix (data and equation)")
+        return JointConditional(L, obs, N, w, dk, dx, c)
+
+    # -- the model -----------------------------------------------------------------------
+    @pyro_method
+    def model(self):
+        # psi[f](Z) ~= b(Z) + sum_a w_a(Z) d^a f(Z): the equation linearised around the
+        # last posterior mean f0 (exact when psi is linear; Gauss-Newton when it is not)
+        w, b = self.linearise()
+        # [y; L f(Z) - g(Z)] ~ N(0, [[K + s2 I, L'k], [L k, L L' k + Sigma_g + rho2 tau I]])
+        joint = self.joint(w, b)
+        # log p(y): the GP marginal likelihood of the data
+        pyro.factor("data", joint.log_prob_data())
+        # log p(psi[f](Z) = g(Z) | y): the equation's virtual observations given the data
+        pyro.factor("physics", joint.log_prob_physics())
+        if self.source_kind == "gp" and self.source_prior is not None:
+            pyro.factor("source_prior", self.source_prior.log_prob(self.source_kernel.variance))
+        if not self.linear:
+            self.f0 = self._user_jet(joint)              # next linearisation point (detached)
+        return joint
+
+    @pyro_method
+    def guide(self):
+        """No latent sites: kernel, noise, source and coefficients are point estimates."""
+
+    # -- predictions -----------------------------------------------------------------------
+    def _user_jet(self, joint):
+        """The posterior mean's jet at Z in user units (detached), the next ``f0``."""
+        with torch.no_grad():
+            jet = joint.mean_jet()
+            out = {}
+            for idx, v in jet.items():
+                v = v * self._derivative_scale(idx)
+                out[idx] = v + self.standardizer.y_loc if idx == () else v
+            return out
+
+    def conditional(self):
+        """The joint conditional at the current parameters, after ``newton_steps``
+        Gauss-Newton iterations for a nonlinear equation (updates ``f0``)."""
+        with torch.no_grad():
+            steps = 1 if self.linear else max(self.newton_steps, 1)
+            for _ in range(steps):
+                joint = self.joint(*self.linearise())
+                self.f0 = self._user_jet(joint)
+            return joint
+
+    def _predict(self, U, full_cov):
+        joint = self.conditional()
+        return joint.predict(self.kernel, U, self.Z_s, self.X_s, full_cov)
+
+    @own_parameters
+    def training_objective(self):
+        """The log joint density :math:`\\log p(y) + \\log p(\\text{virtual} \\mid y)` at the
+        current parameters (a float)."""
+        with torch.no_grad():
+            joint = self.conditional()
+            return float(joint.log_prob_data() + joint.log_prob_physics())
+
+    def equation_parameters(self):
+        """Current equation parameters as ``{name: float or list}``."""
+        with torch.no_grad():
+            return {name: getattr(self.equation, name).detach().cpu().tolist()
+                    for name in self.equation.parameter_names}
+
+    @own_parameters
+    def coefficient_intervals(self, prob=0.9):
+        r"""Laplace intervals for the learned equation coefficients: the inverse Hessian of
+        the negative log joint density in their unconstrained values, the kernel, noise and
+        source held at their estimates. ``{name: {"value", "lower", "upper", "sd"}}`` with
+        the central ``prob`` interval mapped to the constrained space (``sd``: the
+        unconstrained standard deviation)."""
+        names = [n for n, spec in self.equation.specs.items() if not spec.fixed]
+        if not names:
+            return {}
+        with torch.no_grad():
+            self.conditional()
+        raw = [getattr(self.equation, n + "_unconstrained") for n in names]
+        sizes = [r.numel() for r in raw]
+        theta0 = torch.cat([r.detach().reshape(-1) for r in raw])
+        transforms = [torch.distributions.transform_to(self.equation.specs[n].constraint)
+                      for n in names]
+
+        def negative_log_joint(theta):
+            values, k = {}, 0
+            for n, r, size, t in zip(names, raw, sizes, transforms):
+                values[n] = t(theta[k:k + size].reshape(r.shape))
+                k += size
+            lin = linearise(self.equation, self.f0, self.Z, self.input_names, **values)
+            w = {idx: lin.coefficients[idx] * self._derivative_scale(idx)
+                 for idx in self.indices if idx in lin.coefficients}
+            b = lin.offset
+            if () in lin.coefficients:
+                b = b + lin.coefficients[()] * self.standardizer.y_loc
+            joint = self.joint(w, b)
+            return -(joint.log_prob_data() + joint.log_prob_physics())
+
+        H = torch.autograd.functional.hessian(negative_log_joint, theta0)
+        H = 0.5 * (H + H.T)
+        cov = torch.linalg.pinv(H)
+        sd = cov.diagonal().clamp(min=0).sqrt()
+        z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
+        out, k = {}, 0
+        for n, size, t in zip(names, sizes, transforms):
+            th, s = theta0[k:k + size], sd[k:k + size]
+            lo, hi = t(th - z * s), t(th + z * s)
+            out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
+                      "upper": _tolist(torch.maximum(lo, hi), size), "sd": _tolist(s, size)}
+            k += size
+        return out
+
+
+class JointConditional:
+    r"""The joint Gaussian of the data and the virtual observations, factored once.
+
+    ``L`` is the Cholesky factor of the ``(N + M)`` joint covariance, ``obs`` the observed
+    vector :math:`[y_s - c;\; g(Z) - b(Z) - w_0 c]`, ``N`` the number of data rows.
+    """
+
+    def __init__(self, L, obs, N, w, dk, dx, prior_mean):
+        self.L, self.obs, self.N, self.w, self.dk, self.dx = L, obs, N, w, dk, dx
+        self.c = prior_mean
+        self.white = torch.linalg.solve_triangular(L, obs[:, None], upper=False)[:, 0]
+        if not torch.isfinite(self.white).all():
+            raise NonFiniteError("The joint (data and equation) solve gave NaN/inf")
+
+    def _log_prob(self, rows):
+        w, diag = self.white[rows], self.L.diagonal()[rows]
+        return -0.5 * w.pow(2).sum() - diag.log().sum() - 0.5 * w.numel() * math.log(2 * math.pi)
+
+    def log_prob_data(self):
+        r""":math:`\log p(y)` (the first ``N`` rows of the factor)."""
+        return self._log_prob(slice(0, self.N))
+
+    def log_prob_physics(self):
+        r""":math:`\log p(\text{virtual} \mid y)` (the last ``M`` rows)."""
+        return self._log_prob(slice(self.N, None))
+
+    def weights(self):
+        r""":math:`A^{-1} \text{obs}` ``(N + M,)``."""
+        return torch.linalg.solve_triangular(self.L.T, self.white[:, None], upper=True)[:, 0]
+
+    def mean_jet(self):
+        r"""Posterior mean derivatives :math:`\partial^\alpha \mu_s(Z)` for the equation's
+        indices (standardised units)."""
+        a = self.weights()
+        out = {}
+        for idx in self.dk_indices():
+            cross = torch.cat([self.dx(idx, ()),
+                               sum(self.dk(idx, c) * self.w[c][None, :] for c in self.w)], 1)
+            out[idx] = cross @ a + (self.c if idx == () else 0.0)
+        return out
+
+    def dk_indices(self):
+        return sorted(self.w, key=lambda i: (len(i), i))
+
+    def predict(self, kernel, U, Z_s, X_s, full_cov=False):
+        r"""Posterior mean and variance (or covariance) of the standardised :math:`f` at
+        ``U`` ``(P, d)`` given the data and the equation."""
+        dz = DerivativeKernel(kernel, U, Z_s, [()], list(self.w))
+        k_star = torch.cat([kernel(U, X_s),
+                            sum(dz((), c) * self.w[c][None, :] for c in self.w)], 1)  # (P, N+M)
+        mean = k_star @ self.weights() + self.c
+        V = torch.linalg.solve_triangular(self.L, k_star.T, upper=False)
+        if full_cov:
+            return mean, kernel(U) - V.T @ V
+        var = kernel(U, diag=True) - V.pow(2).sum(0)
+        return mean, var.clamp(min=0)
+
+
+def _tolist(t, size):
+    t = t.detach().cpu()
+    return t.item() if size == 1 and t.dim() <= 1 else t.tolist()
+
+
+def _as_points(Z, input_names, dtype):
+    Z = torch.as_tensor(Z, dtype=dtype)
+    if Z.dim() == 1 and len(input_names) == 1:
+        Z = Z[:, None]
+    if Z.dim() != 2 or Z.shape[1] != len(input_names) or Z.shape[0] < 1:
+        raise ValueError(f"Expected collocation points of shape (M, {len(input_names)}) for "
+                         f"inputs {tuple(input_names)}; got {tuple(Z.shape)}")
+    if not torch.isfinite(Z).all():
+        raise ValueError("Expected finite collocation points; got NaN/inf")
+    return Z, input_names
+
+
+def _input_names(X, input_names, equation):
+    """The input names: given, or the equation's when the data have one column and the
+    equation one input; otherwise an error asking for them (never guessed from the column
+    count alone when the order could be wrong)."""
+    if input_names is not None:
+        return input_names
+    shape = getattr(X, "shape", None)
+    ncol = shape[1] if shape is not None and len(shape) == 2 else 1
+    if equation.inputs is not None and len(equation.inputs) == 1 and ncol == 1:
+        return equation.inputs
+    if equation.inputs is not None and ncol == len(equation.inputs):
+        raise ValueError(f"Expected input_names for the {ncol} columns of X (the equation "
+                         f"uses {equation.inputs}; the column order cannot be guessed)")
+    return None

@@ -1,0 +1,212 @@
+"""The physics-conditioned GP: derivative covariances, linearisation, the joint posterior
+against the textbook formula, recovery of known solutions and coefficients."""
+
+import itertools
+import math
+
+import pytest
+import pyro
+import torch
+from torch.distributions import constraints
+
+import pyro_pidkl as pk
+from pyro_pidkl.derivative_kernels import DerivativeKernel, partial_matchings, set_partitions
+from pyro_pidkl.kernels import deep_kernel, se_ard
+from pyro_pidkl.nn import MLP
+from pyro_pidkl.physics import Equation, Parameter, burgers_1d, linearise
+
+D = torch.float64
+
+
+def _pair_derivative(kernel, a, b, alpha, beta):
+    """d^alpha_a d^beta_b k(a, b) by nested autograd, one pair."""
+    a = a.clone().requires_grad_(True)
+    b = b.clone().requires_grad_(True)
+    val = kernel(a[None], b[None])[0, 0]
+    for c in alpha:
+        val = torch.autograd.grad(val, a, create_graph=True)[0][c]
+    for c in beta:
+        val = torch.autograd.grad(val, b, create_graph=True)[0][c]
+    return val.detach()
+
+
+def test_combinatorics():
+    assert len(partial_matchings(4)) == 10          # 1 + 6 + 3
+    assert len(partial_matchings(3)) == 4
+    assert len(set_partitions((0, 1))) == 2
+    assert len(set_partitions((0, 1, 2))) == 5      # Bell number
+
+
+@pytest.mark.parametrize("kind", ["se", "deep"])
+def test_derivative_kernel_matches_autograd(kind):
+    torch.manual_seed(0)
+    kernel = (se_ard(2, dtype=D, lengthscale=0.7) if kind == "se"
+              else deep_kernel(MLP(2, 5, width=6, depth=2, dtype=D), 5))
+    UA, UB = torch.randn(3, 2, dtype=D), torch.randn(4, 2, dtype=D)
+    idx = [(), (0,), (1,), (0, 0), (0, 1), (1, 1)]
+    dk = DerivativeKernel(kernel, UA, UB, idx, idx)
+    for alpha, beta in itertools.product(idx, idx):
+        ref = torch.stack([torch.stack([_pair_derivative(kernel, UA[i], UB[j], alpha, beta)
+                                        for j in range(4)]) for i in range(3)])
+        assert torch.allclose(dk(alpha, beta).detach(), ref, atol=1e-10), (alpha, beta)
+
+
+def test_derivative_kernel_closed_form_1d():
+    """SE kernel in 1-D: d_t d_t' k = k (1/l^2 - r^2/l^4), r = t - t'."""
+    kernel = se_ard(1, dtype=D, lengthscale=0.5, variance=2.0)
+    t = torch.tensor([[0.0], [0.3], [1.1]], dtype=D)
+    dk = DerivativeKernel(kernel, t, t, [(), (0,)], [(), (0,)])
+    r = t - t.T
+    k = 2.0 * torch.exp(-0.5 * r ** 2 / 0.25)
+    assert torch.allclose(dk((0,), (0,)).detach(), k * (1 / 0.25 - r ** 2 / 0.0625))
+    assert torch.allclose(dk((0,), ()).detach(), -k * r / 0.25)
+
+
+def test_linearise_burgers_and_linear_flag():
+    eq = burgers_1d(nu=0.1)
+    Z = torch.rand(4, 2, dtype=D)
+    jet = {(): torch.full((4,), 2.0, dtype=D), (0,): torch.full((4,), 3.0, dtype=D)}
+    lin = linearise(eq, jet, Z, ("x", "t"))
+    # f_t + f f_x - nu f_xx: J_f = f_x, J_x = f, J_t = 1, J_xx = -nu
+    assert torch.allclose(lin.coefficients[()], torch.full((4,), 3.0, dtype=D))
+    assert torch.allclose(lin.coefficients[(0,)], torch.full((4,), 2.0, dtype=D))
+    assert torch.allclose(lin.coefficients[(1,)], torch.ones(4, dtype=D))
+    assert torch.allclose(lin.coefficients[(0, 0)], torch.full((4,), -0.1, dtype=D))
+    assert torch.allclose(lin.offset, torch.full((4,), -6.0, dtype=D))   # h0 - J . jet
+    assert not lin.linear
+    heat = pk.physics.heat_1d(alpha=0.3)
+    assert linearise(heat, {}, Z, ("x", "t")).linear
+
+
+def _oscillator_data(n=40, noise=0.05, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w, z = 2.0, 0.15
+    wd = w * math.sqrt(1 - z * z)
+    t = torch.linspace(0, 6, 400, dtype=D)
+    f = torch.exp(-z * w * t) * (torch.cos(wd * t) + z * w / wd * torch.sin(wd * t))
+    idx = torch.randperm(160, generator=g)[:n].sort().values
+    y = f[idx] + noise * torch.randn(n, generator=g, dtype=D)
+    return t[idx, None], y, t[160:, None], f[160:]
+
+
+def _oscillator(f, x, omega, zeta):
+    return f.d("t", "t") + 2 * zeta * omega * f.d("t") + omega ** 2 * f
+
+
+def test_joint_posterior_matches_textbook_conditioning():
+    """Mean and variance at new points equal the Gaussian conditional of f(x*) on
+    [y; L f(Z) = g(Z)] built pair by pair with autograd (f' + B f = g, known g)."""
+    torch.manual_seed(1)
+    X = torch.rand(6, 1, dtype=D)
+    y = torch.sin(3 * X[:, 0])
+    eq = Equation(lambda f, x, B: f.d("t") + B * f, inputs=("t",), B=Parameter(0.7, fixed=True))
+    Z = torch.linspace(0, 1.5, 5, dtype=D)[:, None]
+    g = lambda x: torch.cos(x["t"])                                     # noqa: E731
+    model = pk.PhysicsConditionedGP(X, y, eq, collocation=Z, source=g, residual_noise=1e-3,
+                                    standardize=False, noise=0.01)
+    Xs = torch.tensor([[0.2], [1.3]], dtype=D)
+    mean, var = model(Xs)
+    kern = model.kernel
+    with torch.no_grad():
+        s = kern.variance
+
+    def k(a, b, al=(), be=()):
+        return _pair_derivative(kern, a, b, al, be)
+
+    def Lk(z, b):            # L_z k(z, b)
+        return k(z, b, (0,)) + 0.7 * k(z, b)
+
+    def LLk(z, zp):
+        return (k(z, zp, (0,), (0,)) + 0.7 * k(z, zp, (0,)) + 0.7 * k(z, zp, (), (0,))
+                + 0.49 * k(z, zp))
+    P = [*X, *Z]
+    N, M = len(X), len(Z)
+    A = torch.zeros(N + M, N + M, dtype=D)
+    for i, j in itertools.product(range(N + M), repeat=2):
+        if i < N and j < N:
+            A[i, j] = k(P[i], P[j]) + (0.01 if i == j else 0.0)
+        elif i >= N and j < N:
+            A[i, j] = Lk(P[i], P[j])
+        elif i < N and j >= N:
+            A[i, j] = Lk(P[j], P[i])
+        else:
+            A[i, j] = LLk(P[i], P[j])
+    rho2 = A[N:, N:].diagonal().mean()
+    A[N:, N:] += 1e-3 * rho2 * torch.eye(M, dtype=D)
+    obs = torch.cat([y, torch.cos(Z[:, 0])])
+    ks = torch.stack([torch.stack([k(x, p) for p in X] + [Lk(z, x) for z in Z]) for x in Xs])
+    ref_mean = ks @ torch.linalg.solve(A, obs)
+    ref_var = s - (ks * torch.linalg.solve(A, ks.T).T).sum(-1)
+    assert torch.allclose(mean, ref_mean, atol=1e-8)
+    assert torch.allclose(var, ref_var, atol=1e-8)
+
+
+def test_known_equation_extrapolates_the_analytic_solution():
+    X, y, Xt, ft = _oscillator_data()
+    eq = Equation(_oscillator, inputs=("t",), omega=Parameter(2.0, fixed=True),
+                  zeta=Parameter(0.15, fixed=True))
+    pyro.set_rng_seed(0)
+    model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=100)
+    pk.fit(model, num_steps=300, lr=0.02, progress=False)
+    mean, var = model(Xt)
+    assert pk.rmse(mean, ft) < 0.03          # DKL alone: ~0.13 (docs/equations.md)
+    assert pk.coverage(mean, var + model.noise_variance(), ft) > 0.9
+
+
+@pytest.mark.slow
+def test_coefficients_recovered_with_intervals():
+    X, y, Xt, ft = _oscillator_data()
+    eq = Equation(_oscillator, inputs=("t",), omega=Parameter(1.0),
+                  zeta=Parameter(0.5, constraints.unit_interval))
+    pyro.set_rng_seed(0)
+    model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=100)
+    pk.fit(model, num_steps=600, lr=0.02, progress=False)
+    p = model.equation_parameters()
+    assert abs(p["omega"] - 2.0) < 0.1 and abs(p["zeta"] - 0.15) < 0.03
+    iv = model.coefficient_intervals(0.9)
+    assert iv["omega"]["lower"] < p["omega"] < iv["omega"]["upper"]
+    assert pk.rmse(model(Xt)[0], ft) < 0.06
+
+
+def test_nonlinear_logistic_by_gauss_newton():
+    """f' = r f (1 - f): analytic solution 1 / (1 + 9 exp(-r t)); fit on t < 2, r known."""
+    r = 2.0
+    t = torch.linspace(0, 6, 200, dtype=D)
+    f = 1 / (1 + 9 * torch.exp(-r * t))
+    train = t < 2
+    eq = Equation(lambda f, x, r: f.d("t") - r * f * (1 - f), inputs=("t",),
+                  r=Parameter(r, fixed=True))
+    assert not linearise(eq, {}, t[:3, None], ("t",)).linear
+    pyro.set_rng_seed(0)
+    model = pk.PhysicsConditionedGP(t[train, None], f[train], eq, domain=pk.Box(t=(0, 6)),
+                                    collocation=60, noise=1e-3)
+    pk.fit(model, num_steps=300, lr=0.02, progress=False)
+    mean, _ = model(t[~train, None])
+    assert pk.rmse(mean, f[~train]) < 0.03
+
+
+def test_refusals():
+    X, y, *_ = _oscillator_data(n=10)
+    eq = Equation(_oscillator, inputs=("t",), omega=2.0, zeta=0.1)
+    with pytest.raises(ValueError, match="kernel"):
+        pk.PhysicsConditionedGP(X, y, eq, kernel="matern")
+    with pytest.raises(ValueError, match="source"):
+        pk.PhysicsConditionedGP(X, y, eq, source="unknown")
+    with pytest.raises(ValueError, match="collocation"):
+        pk.PhysicsConditionedGP(X, y, eq, collocation=0)
+    with pytest.raises(ValueError, match="design"):
+        pk.PhysicsConditionedGP(X, y, eq, design="halton")
+    with pytest.raises(ValueError, match="residual_noise"):
+        pk.PhysicsConditionedGP(X, y, eq, residual_noise=0.0)
+    with pytest.raises(ValueError, match=r"shape \(M, 1\)"):
+        pk.PhysicsConditionedGP(X, y, eq, collocation=torch.zeros(5, 2, dtype=D))
+    import pyro.distributions as dist
+    with pytest.raises(ValueError, match="prior"):
+        pk.PhysicsConditionedGP(X, y, Equation(_oscillator, inputs=("t",), omega=2.0,
+                                               zeta=Parameter(0.1, prior=dist.Beta(1, 5))))
+    heat = pk.physics.heat_1d(alpha=0.1)
+    with pytest.raises(ValueError, match="input_names"):       # (x, t) or (t, x)? never guessed
+        pk.PhysicsConditionedGP(torch.rand(5, 2, dtype=D), torch.rand(5, dtype=D), heat)
+    third = Equation(lambda f, x: f.d("t", "t", "t"), inputs=("t",))
+    with pytest.raises(ValueError, match="order"):
+        pk.PhysicsConditionedGP(X, y, third)
