@@ -5,6 +5,7 @@ from .base import Dataset
 from .burgers import burgers, cole_hopf, solve_burgers
 from .heat2d import heat_2d, solve_heat_2d
 from .jura import JURA_TASKS, find_jura, jura, load_jura
+from .problems import PROBLEMS, Problem, problem
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import load_mat_fold, load_reference_diffusion, load_reference_ode
 from .synthetic import diffusion_1d, first_order_ode, solve_diffusion_1d, solve_first_order_ode
@@ -13,6 +14,8 @@ __all__ = [
     "Dataset",
     "JURA_TASKS",
     "PM25_INPUTS",
+    "PROBLEMS",
+    "Problem",
     "burgers",
     "cole_hopf",
     "find_jura",
@@ -22,6 +25,7 @@ __all__ = [
     "load_jura",
     "load_pm25_fold",
     "pm25",
+    "problem",
     "solve_burgers",
     "solve_heat_2d",
     "diffusion_1d",

@@ -367,14 +367,19 @@ class PhysicsConditionedGP(ExactGP):
             return -(joint.log_prob_data() + joint.log_prob_physics())
 
         H = torch.autograd.functional.hessian(negative_log_joint, theta0)
-        H = 0.5 * (H + H.T)
-        cov = torch.linalg.pinv(H)
-        sd = cov.diagonal().clamp(min=0).sqrt()
+        evals, evecs = torch.linalg.eigh(0.5 * (H + H.T))
+        # a direction of zero or negative curvature is not identified: infinite variance
+        # for every coefficient that loads on it (an interval over the whole range)
+        flat = evals <= 1e-10 * evals.abs().max().clamp(min=1e-300)
+        inv = torch.where(flat, torch.zeros_like(evals), 1 / evals)
+        sd = ((evecs ** 2) @ inv).sqrt()
+        loose = (evecs[:, flat].abs() > 1e-8).any(1) if flat.any() else torch.zeros_like(flat)
+        sd = torch.where(loose, torch.full_like(sd, math.inf), sd)
         z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
         out, k = {}, 0
         for n, size, t in zip(names, sizes, transforms):
             th, s = theta0[k:k + size], sd[k:k + size]
-            lo, hi = t(th - z * s), t(th + z * s)
+            lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
             out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
                       "upper": _tolist(torch.maximum(lo, hi), size), "sd": _tolist(s, size)}
             k += size
