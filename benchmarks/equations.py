@@ -62,13 +62,14 @@ def build(method, problem, data):
 
 def run_one(job):
     """Fit one (problem, split, method, seed) and return its record."""
-    name, split, method, seed, steps = job
+    name, split, method, seed, steps, commit = job
     import torch
     torch.set_num_threads(1)
     import pyro_pidkl as pk
     problem = pk.datasets.problem(name)
     data = problem.sample(split, seed)
-    rec = {"task": name, "split": split, "method": method, "seed": seed, "steps": steps}
+    rec = {"task": name, "split": split, "method": method, "seed": seed, "steps": steps,
+           "commit": commit}
     try:
         t0 = time.perf_counter()
         model = build(method, problem, data)
@@ -121,6 +122,7 @@ def jobs_for(args):
     import pyro_pidkl as pk
     names = list(pk.datasets.PROBLEMS) if args.problems == "all" else args.problems.split(",")
     seeds = _seeds(args.seeds)
+    commit = _commit()
     out = []
     for name in names:
         problem = pk.datasets.problem(name)
@@ -129,8 +131,22 @@ def jobs_for(args):
                 for method in args.methods.split(","):
                     if method == "lfm" and problem.lfm is None:
                         continue
-                    out.append((name, split, method, seed, args.steps))
+                    out.append((name, split, method, seed, args.steps, commit))
     return out
+
+
+def _commit():
+    """The repository's commit (with ``+`` when the tree has changes), or ``None``."""
+    import subprocess
+    try:
+        root = os.path.dirname(os.path.abspath(__file__))
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, text=True, capture_output=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def _seeds(text):
@@ -164,8 +180,16 @@ def _median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def latest(records):
+    """The last record of each (task, split, method, seed): a rerun replaces earlier ones."""
+    out = {}
+    for r in records:
+        out[_key(r)] = r
+    return list(out.values())
+
+
 def summary(path, steps=1000):
-    recs = [r for r in read_records(path) if r.get("steps") == steps]
+    recs = latest([r for r in read_records(path) if r.get("steps") == steps])
     errors = [r for r in recs if "error" in r]
     recs = [r for r in recs if "error" not in r]
     tasks = sorted({r["task"] for r in recs}, key=lambda t: list(_problem_names()).index(t))

@@ -19,10 +19,14 @@ import pyro.distributions as dist
 from . import datasets, physics
 from .physics import Parameter
 from .domain import Box
-from .models import DKL, LFM, PIDKL, SKL, SparsePIDKL
+from .models import DKL, LFM, PIDKL, SKL, PhysicsConditionedGP, SparsePIDKL
 from .selection import PAPER_GAMMA_GRID
 
 __all__ = ["EXPERIMENTS", "Experiment", "Protocol", "RESTART_METHODS", "build_model"]
+
+#: the physics-conditioned GP at its defaults, with the source as the paper's (unknown,
+#: ``"gp"``) or zero
+PCGP_METHODS = ("pcgp", "pcgp-zero")
 
 
 @dataclass
@@ -96,6 +100,10 @@ class Experiment:
     def __post_init__(self):
         if self.default_methods is None:
             self.default_methods = self.methods
+        # the physics-conditioned GP runs on every task: "pcgp" with the paper's unknown
+        # source, "pcgp-zero" with a zero source (the equation as written)
+        self.methods = tuple(self.methods) + tuple(m for m in PCGP_METHODS
+                                                   if m not in self.methods)
 
     def data(self, seed=0):
         """The task's :class:`~pyro_pidkl.datasets.Dataset` (split by ``seed`` when the
@@ -243,6 +251,7 @@ VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 RESTART_METHODS = ("pidkl-ens", "pidkl-best")
 
 
+
 def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwargs):
     """A fresh model of ``method`` ('pidkl', 'pidkl-cv', 'dkl', 'skl', a variant or one of
     ``experiment.lfm``) for ``experiment`` on ``(X, y)``; ``kwargs`` are model options
@@ -250,6 +259,10 @@ def build_model(method, experiment, X, y, input_names, gamma=None, m=None, **kwa
     :class:`PIDKL`); :func:`~pyro_pidkl.reproduce.run_one` fits several."""
     names = tuple(input_names)
     kwargs = {**experiment.model_kwargs, **kwargs}
+    if method in PCGP_METHODS:
+        return PhysicsConditionedGP(X, y, experiment.equation(), input_names=names,
+                                    domain=Box(experiment.domain),
+                                    source="gp" if method == "pcgp" else "zero", **kwargs)
     if method in experiment.lfm:
         return LFM(X, y, input_names=names, **{**experiment.lfm[method], **kwargs})
     if method == "skl":

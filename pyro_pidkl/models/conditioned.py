@@ -47,7 +47,7 @@ from ..kernels import deep_kernel, se_ard
 from ..nn import MLP
 from ..physics.equation import Equation
 from ..physics.linearise import linearise
-from ..posterior import jittered_cholesky
+from ..posterior import cho_solve, jittered_cholesky, logdet
 from .exact_gp import ExactGP, own_parameters
 
 __all__ = ["PhysicsConditionedGP", "collocation_points"]
@@ -269,9 +269,12 @@ class PhysicsConditionedGP(ExactGP):
         c = self.prior_mean()
         mean_L = w[()] * c if () in w else torch.zeros_like(b)
         obs = torch.cat([self.y_s - c, self.source() - b - mean_L])
-        L = jittered_cholesky(A, self.jitter, self.max_jitter,
-                              what=f"{N + M} x {N + M} joint kernel matrix (data and equation)")
-        return JointConditional(L, obs, N, w, dk, dx, c)
+        L, j = jittered_cholesky(A, self.jitter, self.max_jitter, return_jitter=True,
+                                 what=f"{N + M} x {N + M} joint kernel matrix (data and "
+                                      "equation)")
+        if j:
+            A = A + j * torch.eye(N + M, dtype=A.dtype, device=A.device)
+        return JointConditional(A, L, obs, N, w, dk, dx, c)
 
     # -- the model -----------------------------------------------------------------------
     @pyro_method
@@ -316,6 +319,12 @@ class PhysicsConditionedGP(ExactGP):
                 self.f0 = self._user_jet(joint)
             return joint
 
+    def posterior(self):
+        """Refused: the data-only GP posterior is not this model's; use ``model(X)`` or
+        :meth:`conditional` (the posterior given the data and the equation)."""
+        raise TypeError("PhysicsConditionedGP's posterior is conditioned on the equation as "
+                        "well as the data: use model(X) or model.conditional(), not posterior()")
+
     def _predict(self, U, full_cov):
         joint = self.conditional()
         return joint.predict(self.kernel, U, self.Z_s, self.X_s, full_cov)
@@ -335,50 +344,57 @@ class PhysicsConditionedGP(ExactGP):
                     for name in self.equation.parameter_names}
 
     @own_parameters
-    def coefficient_intervals(self, prob=0.9):
-        r"""Laplace intervals for the learned equation coefficients: the inverse Hessian of
-        the negative log joint density in their unconstrained values, the kernel, noise and
-        source held at their estimates. ``{name: {"value", "lower", "upper", "sd"}}`` with
-        the central ``prob`` interval mapped to the constrained space (``sd``: the
-        unconstrained standard deviation)."""
+    def coefficient_intervals(self, prob=0.9, nuisance=True):
+        r"""Laplace intervals for the learned equation coefficients.
+
+        The negative log joint density :math:`-\log p(y, \text{virtual} \mid \theta,
+        \eta)` is expanded to second order at the estimates, in the unconstrained
+        coefficients :math:`\theta` and (``nuisance=True``, the default) the GP's own
+        scalar parameters :math:`\eta` (kernel variance and lengthscales, noise, source;
+        not a feature network's weights); the coefficients' covariance is the
+        :math:`\theta` block of the inverse Hessian (the marginal of the Laplace
+        approximation). A direction of zero or negative curvature is not identified: every
+        coefficient that loads on it gets an infinite interval.
+
+        :returns: ``{name: {"value", "lower", "upper", "sd"}}``: the central ``prob``
+            interval mapped to the constrained space, ``sd`` in the unconstrained one.
+        """
         names = [n for n, spec in self.equation.specs.items() if not spec.fixed]
         if not names:
             return {}
         with torch.no_grad():
-            self.conditional()
-        raw = [getattr(self.equation, n + "_unconstrained") for n in names]
-        sizes = [r.numel() for r in raw]
-        theta0 = torch.cat([r.detach().reshape(-1) for r in raw])
-        transforms = [torch.distributions.transform_to(self.equation.specs[n].constraint)
-                      for n in names]
-
-        def negative_log_joint(theta):
-            values, k = {}, 0
-            for n, r, size, t in zip(names, raw, sizes, transforms):
-                values[n] = t(theta[k:k + size].reshape(r.shape))
-                k += size
-            lin = linearise(self.equation, self.f0, self.Z, self.input_names, **values)
-            w = {idx: lin.coefficients[idx] * self._derivative_scale(idx)
-                 for idx in self.indices if idx in lin.coefficients}
-            b = lin.offset
-            if () in lin.coefficients:
-                b = b + lin.coefficients[()] * self.standardizer.y_loc
-            joint = self.joint(w, b)
-            return -(joint.log_prob_data() + joint.log_prob_physics())
-
-        H = torch.autograd.functional.hessian(negative_log_joint, theta0)
+            self.conditional()                     # converge the linearisation point
+        theta = [getattr(self.equation, n + "_unconstrained") for n in names]
+        eta = [p for name, p in self.named_parameters()
+               if nuisance and not name.startswith("equation.") and "iwarping_fn" not in name
+               and p.requires_grad]
+        params = theta + eta
+        joint = self.joint(*self.linearise())
+        joint.closed_form = False                  # plain autograd: second derivatives
+        loss = -(joint.log_prob_data() + joint.log_prob_physics())
+        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                          for g, p in zip(grads, params)])
+        rows = []
+        for i in range(flat.numel()):
+            row = torch.autograd.grad(flat[i], params, retain_graph=True, allow_unused=True)
+            rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
+                                   for r, p in zip(row, params)]))
+        H = torch.stack(rows).detach()
         evals, evecs = torch.linalg.eigh(0.5 * (H + H.T))
-        # a direction of zero or negative curvature is not identified: infinite variance
-        # for every coefficient that loads on it (an interval over the whole range)
-        flat = evals <= 1e-10 * evals.abs().max().clamp(min=1e-300)
-        inv = torch.where(flat, torch.zeros_like(evals), 1 / evals)
-        sd = ((evecs ** 2) @ inv).sqrt()
-        loose = (evecs[:, flat].abs() > 1e-8).any(1) if flat.any() else torch.zeros_like(flat)
+        bad = evals <= 1e-10 * evals.abs().max().clamp(min=1e-300)
+        inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
+        sizes = [t.numel() for t in theta]
+        n_theta = sum(sizes)
+        V = evecs[:n_theta]
+        sd = ((V ** 2) @ inv).sqrt()
+        loose = (V[:, bad].abs() > 1e-8).any(1) if bad.any() else torch.zeros_like(sd, dtype=bool)
         sd = torch.where(loose, torch.full_like(sd, math.inf), sd)
         z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
         out, k = {}, 0
-        for n, size, t in zip(names, sizes, transforms):
-            th, s = theta0[k:k + size], sd[k:k + size]
+        for n, t_raw, size in zip(names, theta, sizes):
+            t = torch.distributions.transform_to(self.equation.specs[n].constraint)
+            th, s = t_raw.detach().reshape(-1), sd[k:k + size]
             lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
             out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
                       "upper": _tolist(torch.maximum(lo, hi), size), "sd": _tolist(s, size)}
@@ -389,32 +405,62 @@ class PhysicsConditionedGP(ExactGP):
 class JointConditional:
     r"""The joint Gaussian of the data and the virtual observations, factored once.
 
-    ``L`` is the Cholesky factor of the ``(N + M)`` joint covariance, ``obs`` the observed
-    vector :math:`[y_s - c;\; g(Z) - b(Z) - w_0 c]`, ``N`` the number of data rows.
+    ``A`` is the ``(N + M)`` joint covariance (differentiable), ``L`` its Cholesky factor,
+    ``obs`` the observed vector :math:`[y_s - c;\; g(Z) - b(Z) - w_0 c]`, ``N`` the number
+    of data rows. The log densities have closed-form gradients in ``A``
+    (:func:`~pyro_pidkl.posterior.cho_solve`, :func:`~pyro_pidkl.posterior.logdet`) instead
+    of autograd through the Cholesky factor.
     """
 
-    def __init__(self, L, obs, N, w, dk, dx, prior_mean):
-        self.L, self.obs, self.N, self.w, self.dk, self.dx = L, obs, N, w, dk, dx
+    def __init__(self, A, L, obs, N, w, dk, dx, prior_mean):
+        self.A, self.L, self.obs, self.N, self.w, self.dk, self.dx = A, L, obs, N, w, dk, dx
         self.c = prior_mean
-        self.white = torch.linalg.solve_triangular(L, obs[:, None], upper=False)[:, 0]
-        if not torch.isfinite(self.white).all():
-            raise NonFiniteError("The joint (data and equation) solve gave NaN/inf")
+        self._weights = None
+        #: closed-form gradients (training); False: plain autograd through the Cholesky
+        #: factor (any order of derivatives, e.g. a Hessian)
+        self.closed_form = True
 
-    def _log_prob(self, rows):
-        w, diag = self.white[rows], self.L.diagonal()[rows]
-        return -0.5 * w.pow(2).sum() - diag.log().sum() - 0.5 * w.numel() * math.log(2 * math.pi)
+    def _gaussian(self, K, L, v, Kinv=None):
+        r""":math:`\log N(v \mid 0, K)` with closed-form gradients in ``K`` and ``v``."""
+        if self.closed_form:
+            a = cho_solve(K, v[:, None], L, Kinv)[:, 0]
+            quad, half_logdet = (v * a).sum(), 0.5 * logdet(K, L, Kinv)
+        else:
+            white = torch.linalg.solve_triangular(L, v[:, None], upper=False)[:, 0]
+            quad, half_logdet = white.pow(2).sum(), L.diagonal().log().sum()
+        value = -0.5 * quad - half_logdet - 0.5 * v.shape[0] * math.log(2 * math.pi)
+        if not torch.isfinite(value):
+            raise NonFiniteError("The joint (data and equation) log density is NaN/inf")
+        return value
 
     def log_prob_data(self):
-        r""":math:`\log p(y)` (the first ``N`` rows of the factor)."""
-        return self._log_prob(slice(0, self.N))
+        r""":math:`\log p(y)`: the data block (its factor is the top-left of ``L``)."""
+        if getattr(self, "_lp_data", None) is None:
+            N, P = self.N, self._inverse()
+            Kinv = None
+            if P is not None:   # (A_11)^-1 = P_11 - P_12 P_22^-1 P_21 (Schur; O(N^2 M))
+                Kinv = P[:N, :N] - P[:N, N:] @ torch.linalg.solve(P[N:, N:], P[N:, :N])
+            self._lp_data = self._gaussian(self.A[:N, :N], self.L[:N, :N], self.obs[:N], Kinv)
+        return self._lp_data
+
+    def _inverse(self):
+        """:math:`P = A^{-1}` while gradients are recorded (their closed form needs it)."""
+        if not torch.is_grad_enabled() or not self.closed_form:
+            return None
+        if getattr(self, "_P", None) is None:
+            self._P = torch.cholesky_inverse(self.L.detach())
+        return self._P
 
     def log_prob_physics(self):
-        r""":math:`\log p(\text{virtual} \mid y)` (the last ``M`` rows)."""
-        return self._log_prob(slice(self.N, None))
+        r""":math:`\log p(\text{virtual} \mid y) = \log p(y, \text{virtual}) - \log p(y)`."""
+        return self._gaussian(self.A, self.L, self.obs, self._inverse()) - self.log_prob_data()
 
     def weights(self):
-        r""":math:`A^{-1} \text{obs}` ``(N + M,)``."""
-        return torch.linalg.solve_triangular(self.L.T, self.white[:, None], upper=True)[:, 0]
+        r""":math:`A^{-1} \text{obs}` ``(N + M,)`` (not differentiated)."""
+        if self._weights is None:
+            with torch.no_grad():
+                self._weights = torch.cholesky_solve(self.obs[:, None], self.L)[:, 0]
+        return self._weights
 
     def mean_jet(self):
         r"""Posterior mean derivatives :math:`\partial^\alpha \mu_s(Z)` for the equation's

@@ -219,8 +219,17 @@ class PIDKL(DKL):
 
     @pyro_method
     def model(self):
-        posterior = super().model()                              # pyro.factor("data", ...)
-        self.physics_factor(posterior)
+        # log p(y | X) = log N(y | c, K + s2 I): one Cholesky of the deep kernel matrix
+        posterior = self.posterior()
+        pyro.factor("data", posterior.log_marginal())
+        # Z ~ p(Z): m collocation points where the equation holds           (..., m, d)
+        Z = pyro.sample("Z", self.domain.distribution(self.m))
+        # eps ~ N(0, 1): a posterior function draw f_eps = mu + eps sqrt(v)  (..., 1)
+        eps = self.sample_eps()
+        # h = psi[f_eps](Z): the draw pushed through the equation           (..., m)
+        h = self.residual(posterior, Z, eps)
+        # gamma log N(h | 0, kappa(Z, Z)): the unknown source g ~ GP(0, kappa) at Z
+        pyro.factor("physics", self.gamma * self.physics_log_prob(h, Z))
         return posterior
 
     @pyro_method
