@@ -125,6 +125,11 @@ class DerivativeKernel:
             raise TypeError(f"Expected an SE kernel on inputs (RBF) or on features "
                             f"(Warping(RBF)); got {type(kernel).__name__}")
         self.variance = kernel.variance if isinstance(kernel, RBF) else kernel.kern.variance
+        if isinstance(kernel, RBF):                 # a product over inputs: 1-D Hermite factors
+            self._blocks = {}
+            self._se_setup(kernel, UA, UB)
+            return
+        self._se = None
         self.A = _Jet(kernel, UA, indices_A)
         self.B = _Jet(kernel, UB, indices_B)
         PA, PB = self.A.value, self.B.value
@@ -132,6 +137,38 @@ class DerivativeKernel:
         r2 = (PA * PA).sum(-1, keepdim=True) - 2 * self._PA_PB + (PB * PB).sum(-1)
         self.G = torch.exp(-0.5 * r2.clamp(min=0))                         # (M_A, M_B)
         self._rdot, self._dot, self._blocks = {}, {}, {}
+
+    def _se_setup(self, kernel, UA, UB):
+        r"""SE-ARD on inputs: :math:`k = s^2 \prod_j g_j(r_j)`, :math:`g_j(r) =
+        e^{-r^2 / 2 l_j^2}`, and :math:`\partial^p_{u_j} \partial^q_{u'_j} g_j =
+        (-1)^q g_j^{(p+q)}`, :math:`g^{(n)}(r) = (-1/l)^n He_n(r/l)\, g(r)` (probabilists'
+        Hermite polynomials)."""
+        active = list(kernel.active_dims)
+        ell = kernel.lengthscale.expand(len(active))
+        self._se = {"active": active, "ell": dict(zip(active, ell.unbind(0))), "x": {}}
+        UA_, UB_ = UA[:, active] / ell, UB[:, active] / ell
+        r2 = (UA_ * UA_).sum(-1, keepdim=True) - 2 * UA_ @ UB_.T + (UB_ * UB_).sum(-1)
+        self.G = torch.exp(-0.5 * r2.clamp(min=0))
+        self._UA, self._UB = UA, UB
+
+    def _se_block(self, alpha, beta):
+        se = self._se
+        out = self.variance * self.G
+        for j in sorted(set(alpha) | set(beta)):
+            p, q = alpha.count(j), beta.count(j)
+            if j not in se["active"]:
+                return torch.zeros_like(self.G)
+            ell = se["ell"][j]
+            if j not in se["x"]:
+                se["x"][j] = (self._UA[:, j, None] - self._UB[None, :, j]) / ell
+            x = se["x"][j]
+            n = p + q
+            he = {1: x, 2: x * x - 1, 3: x * (x * x - 3), 4: (x * x) * (x * x - 6) + 3}
+            if n not in he:
+                raise ValueError(f"Expected derivatives of order at most 2 in each argument; "
+                                 f"got {p} and {q}")
+            out = out * (((-1) ** q) * (-1 / ell) ** n) * he[n]
+        return out
 
     def _vec(self, d):
         side, block = d
@@ -184,6 +221,8 @@ class DerivativeKernel:
         return self._blocks[alpha, beta]
 
     def _block(self, alpha, beta):
+        if self._se is not None:
+            return self._se_block(alpha, beta)
         total = 0.0
         for pa, pb in itertools.product(set_partitions(alpha), set_partitions(beta)):
             dirs = ([("A", tuple(sorted(b))) for b in pa]

@@ -230,3 +230,22 @@ def test_closed_form_and_plain_autograd_agree():
     for (v1, g1), (v2, g2) in zip(out[:2], out[2:]):
         assert torch.allclose(v1, v2, rtol=1e-9, atol=1e-9)
         assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-8) for a, b in zip(g1, g2))
+
+
+def test_conditional_objective_is_invariant_to_rescaling_the_equation():
+    """psi and s(theta) psi state the same equation: log p(y | virtual) is the same for both
+    (the relative residual noise scales with the operator); the joint density is not."""
+    X, y, *_ = _oscillator_data(n=15)
+
+    def scaled(f, x, omega, zeta):
+        return _oscillator(f, x, omega, zeta) / omega ** 2
+    values = {}
+    for name, psi in (("plain", _oscillator), ("scaled", scaled)):
+        for objective in ("conditional", "joint"):
+            eq = Equation(psi, inputs=("t",), omega=Parameter(1.7), zeta=Parameter(0.2))
+            model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=40,
+                                            objective=objective)
+            values[name, objective] = model.training_objective()
+    assert values["plain", "conditional"] == pytest.approx(values["scaled", "conditional"],
+                                                           abs=1e-6)
+    assert abs(values["plain", "joint"] - values["scaled", "joint"]) > 1.0

@@ -27,10 +27,20 @@ noise :math:`\rho^2\tau` is relative to :math:`\rho^2`, the mean prior variance 
 :math:`\mathcal{L} f` at :math:`Z`, so that ``residual_noise`` means the same for any
 equation and units.
 
-The joint log density splits as :math:`\log p(y) + \log p(\text{virtual} \mid y)`: the
-``data`` factor is the GP marginal likelihood, the ``physics`` factor the equation's
-virtual observations given the data. Kernel, noise, source and the equation's unknown
-coefficients maximise their sum; predictions are the GP posterior given both.
+Kernel, noise, source and the equation's unknown coefficients maximise the data's marginal
+likelihood under the GP conditioned on the equation (``objective="conditional"``, the
+default),
+
+.. math::
+    \log p(y \mid \mathcal{L} f(Z) = g(Z) - b(Z))
+        = \log p(y, \text{virtual}) - \log p(\text{virtual}),
+
+which does not change when the equation is multiplied by a coefficient-dependent constant
+(``psi`` and ``psi / omega**2`` state the same equation). The joint density
+:math:`\log p(y) + \log p(\text{virtual} \mid y)` (``objective="joint"``) does: its
+:math:`\log p(\text{virtual})` part rewards coefficients that shrink the operator, and on
+a wave equation it drove the speed to ~0 (``docs/equations.md``). Predictions are the GP
+posterior given the data and the virtual observations.
 """
 
 import math
@@ -115,18 +125,21 @@ class PhysicsConditionedGP(ExactGP):
     :param source_inputs: inputs of the source kernel: ``"equation"`` (default) or names.
     :param int newton_steps: Gauss-Newton iterations at fixed hyperparameters before a
         prediction (nonlinear equations only).
+    :param str objective: ``"conditional"`` (default: :math:`\log p(y \mid
+        \text{virtual})`) or ``"joint"`` (:math:`\log p(y, \text{virtual})`).
     :param int seed: seed of the collocation design.
     :param feature_net: the feature map of ``kernel="deep"`` (default the paper's MLP).
     Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
 
-    Sites of :meth:`model`: ``data`` and ``physics`` factors.
+    Sites of :meth:`model`: the ``data`` factor (and, with ``objective="joint"``, the
+    ``physics`` factor).
     """
 
     def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=200,
                  design="sobol", domain=None, source="zero", residual_noise=1e-4,
                  learn_residual_noise=False, residual_noise_floor=1e-8, source_variance=0.1,
                  source_prior=None, source_inputs="equation", newton_steps=10, seed=0,
-                 feature_net=None, **kwargs):
+                 feature_net=None, objective="conditional", **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -169,6 +182,10 @@ class PhysicsConditionedGP(ExactGP):
         if int(newton_steps) != newton_steps or newton_steps < 0:
             raise ValueError(f"Expected newton_steps to be an integer >= 0; got {newton_steps!r}")
         self.newton_steps = int(newton_steps)
+        if objective not in ("conditional", "joint"):
+            raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "
+                             f"{objective!r}")
+        self.objective = objective
         # which derivatives psi reads (index tuples), and the linearisation point f0 (a jet
         # in user units at Z): zero until the first step, then the last posterior mean
         probe = linearise(equation, {}, self.Z[:2], self.input_names)
@@ -284,10 +301,13 @@ class PhysicsConditionedGP(ExactGP):
         w, b = self.linearise()
         # [y; L f(Z) - g(Z)] ~ N(0, [[K + s2 I, L'k], [L k, L L' k + Sigma_g + rho2 tau I]])
         joint = self.joint(w, b)
-        # log p(y): the GP marginal likelihood of the data
-        pyro.factor("data", joint.log_prob_data())
-        # log p(psi[f](Z) = g(Z) | y): the equation's virtual observations given the data
-        pyro.factor("physics", joint.log_prob_physics())
+        if self.objective == "conditional":
+            # log p(y | psi[f](Z) = g(Z)): the data under the GP conditioned on the equation
+            pyro.factor("data", joint.log_prob_data_given_equation())
+        else:
+            # log p(y) + log p(psi[f](Z) = g(Z) | y): the joint density
+            pyro.factor("data", joint.log_prob_data())
+            pyro.factor("physics", joint.log_prob_physics())
         if self.source_kind == "gp" and self.source_prior is not None:
             pyro.factor("source_prior", self.source_prior.log_prob(self.source_kernel.variance))
         if not self.linear:
@@ -335,7 +355,12 @@ class PhysicsConditionedGP(ExactGP):
         current parameters (a float)."""
         with torch.no_grad():
             joint = self.conditional()
-            return float(joint.log_prob_data() + joint.log_prob_physics())
+            return float(self._objective(joint))
+
+    def _objective(self, joint):
+        if self.objective == "conditional":
+            return joint.log_prob_data_given_equation()
+        return joint.log_prob_data() + joint.log_prob_physics()
 
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}``."""
@@ -371,7 +396,7 @@ class PhysicsConditionedGP(ExactGP):
         params = theta + eta
         joint = self.joint(*self.linearise())
         joint.closed_form = False                  # plain autograd: second derivatives
-        loss = -(joint.log_prob_data() + joint.log_prob_physics())
+        loss = -self._objective(joint)
         grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
         flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
                           for g, p in zip(grads, params)])
@@ -450,6 +475,26 @@ class JointConditional:
         if getattr(self, "_P", None) is None:
             self._P = torch.cholesky_inverse(self.L.detach())
         return self._P
+
+    def log_prob_virtual(self):
+        r""":math:`\log p(\text{virtual})`: the prior density of the virtual observations
+        (the bottom-right ``M x M`` block, its own Cholesky)."""
+        if getattr(self, "_lp_virtual", None) is None:
+            N = self.N
+            A22 = self.A[N:, N:]
+            L22 = jittered_cholesky(A22, 1e-10, 1e-2, what="virtual observations' covariance")
+            Kinv = (torch.cholesky_inverse(L22.detach())
+                    if torch.is_grad_enabled() and self.closed_form else None)
+            self._lp_virtual = self._gaussian(A22, L22, self.obs[N:], Kinv)
+        return self._lp_virtual
+
+    def log_prob_data_given_equation(self):
+        r""":math:`\log p(y \mid \text{virtual}) = \log p(y, \text{virtual}) - \log
+        p(\text{virtual})`: the data's marginal likelihood under the GP conditioned on the
+        equation. Unlike the joint density it does not change when the equation is
+        multiplied by a coefficient-dependent constant."""
+        joint = self._gaussian(self.A, self.L, self.obs, self._inverse())
+        return joint - self.log_prob_virtual()
 
     def log_prob_physics(self):
         r""":math:`\log p(\text{virtual} \mid y) = \log p(y, \text{virtual}) - \log p(y)`."""
