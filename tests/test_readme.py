@@ -15,6 +15,15 @@ def _python_blocks(heading):
     return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
 
 
+def _blocks(heading):
+    """All fenced blocks (any language) of the section that starts with ``heading``."""
+    text = README.read_text()
+    start = text.index(heading)
+    nxt = re.compile(r"\n#{2,4} [A-Z]").search(text, start + len(heading))
+    end = nxt.start() if nxt else len(text)
+    return re.findall(r"```[a-z]*\n(.*?)```", text[start:end], flags=re.S)
+
+
 def test_quick_start_runs_and_learns():
     (block,) = _python_blocks("## Quick start")
     namespace = {}
@@ -26,14 +35,27 @@ def test_quick_start_runs_and_learns():
     assert len(namespace["result"].losses) == 30
 
 
-def test_your_own_equation_builds_a_model_and_fits():
-    (block,) = _python_blocks("### Your own equation")
+def test_your_own_equation_fits_the_conditioned_model():
+    (block, _output) = _blocks("### Your own equation")
+    assert "num_steps=1000" in block
     namespace = {}
-    exec(block, namespace)
-    import pyro_pidkl as pk
-    data = pk.datasets.first_order_ode()
-    model = pk.PIDKL(data.X_train, data.y_train, namespace["eq"], m=5,
-                     domain=pk.Box(t=(0.0, 1.0)))
-    pk.fit(model, num_steps=3, progress=False)
-    learned = model.equation_parameters()
+    exec(block.replace("num_steps=1000", "num_steps=40"), namespace)   # prints RMSE, omega, zeta
+    learned = namespace["model"].equation_parameters()
     assert set(learned) == {"omega", "zeta"} and 0 <= learned["zeta"] <= 1
+    assert namespace["mean"].shape == namespace["data"].f_test.shape
+
+
+def test_model_code_is_the_source():
+    """The README shows PIDKL.model and PhysicsConditionedGP.model as they are."""
+    import inspect
+    import textwrap
+
+    import pyro_pidkl as pk
+    blocks = _python_blocks("### The model is Pyro code")
+    sources = [textwrap.dedent(inspect.getsource(m)) for m in
+               (pk.PIDKL.model, pk.PhysicsConditionedGP.model)]
+    assert blocks == sources
+
+
+def test_readme_is_a_front_door():
+    assert len(README.read_text().splitlines()) <= 250
