@@ -192,6 +192,23 @@ EXPERIMENTS = {
         split_by_seed=True, data_env="PIDKL_PM25",
         description="PM2.5: f_t - alpha (f_lon,lon + f_lat,lat) = g; 500 random training "
                     "points per seed, 2000 for test"),
+    **{name: Experiment(
+        name, functools.partial(datasets.mocap, split=split),
+        lambda: physics.first_order_ode(B=0.5, D=0.5), {"B": 0.5, "D": 0.5}, domain={},
+        # a lighter grid than Jura's (N = 500 here): gamma by 2-fold CV, 200 steps per fit
+        protocol=Protocol(cv="kfold", cv_folds=2, cv_steps=200,
+                          grid={"gamma": (0.1, 1.0, 10.0), "m": (10,)}),
+        methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5"),
+        default_methods=("pidkl", "dkl", "skl", "lfm1", "lfm3", "lfm5", "pcgp"),
+        lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
+        split_by_seed=True, data_env="PIDKL_MOCAP",
+        description=description)
+       for name, split, description in (
+           ("mocap", "random", "CMU 35 walk/jog, channel 60 against the frame index; the "
+                               "first-order ODE with unknown source; 500 random frames for "
+                               "training, 2000 for test per seed"),
+           ("mocap-early", "early", "the same channel; the first half of each trial's frames "
+                                    "for training, the rest for test"))},
     "burgers": Experiment(
         "burgers", datasets.burgers, lambda: physics.burgers_1d(nu=1.0), {"nu": 1.0},
         domain={"x": (0.0, 2 * math.pi), "t": (0.0, 2.0)},

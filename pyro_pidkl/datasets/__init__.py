@@ -6,6 +6,7 @@ from .burgers import burgers, cole_hopf, solve_burgers
 from .heat2d import heat_2d, solve_heat_2d
 from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .problems import PROBLEMS, Problem, problem
+from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import load_mat_fold, load_reference_diffusion, load_reference_ode
 from .synthetic import diffusion_1d, first_order_ode, solve_diffusion_1d, solve_first_order_ode
@@ -19,10 +20,13 @@ __all__ = [
     "burgers",
     "cole_hopf",
     "find_jura",
+    "find_mocap",
     "find_pm25",
     "heat_2d",
     "jura",
     "load_jura",
+    "load_mocap",
+    "mocap",
     "load_pm25_fold",
     "pm25",
     "problem",
