@@ -120,3 +120,26 @@ def test_heat_2d_solution_satisfies_the_equation():
     np.testing.assert_allclose(f(2 * np.pi, 0, 0), f(0, 0, 0), atol=1e-12)
     d = heat_2d(n_train=100, n_test=50)
     assert d.X_train.shape == (100, 3) and d.X_test.shape == (50, 3)
+
+
+def test_the_papers_fold_files_load_with_named_columns(tmp_path, monkeypatch):
+    """f1.mat .. f5.mat as the paper's code names them (fold1.mat too), columns named."""
+    rng = np.random.default_rng(0)
+    for k in (1, 2):
+        savemat(tmp_path / f"f{k}.mat", {"X_train": rng.normal(size=(50, 4)) + k,
+                                         "Y_train": rng.normal(size=(50, 1)),
+                                         "X_test": rng.normal(size=(20, 4)),
+                                         "Y_test": rng.normal(size=(20, 1))})
+    d0, d1 = jura("Cd", seed=0, path=tmp_path), jura("Cd", seed=1, path=tmp_path)
+    assert d0.input_names == ("x", "y", "Cd", "Ni") and "Zn" in d0.name   # the paper's mislabel
+    assert not np.array_equal(d0.X_train, d1.X_train)                      # seed k: fold k + 1
+    with pytest.raises(ValueError, match=r"Expected 5 columns"):
+        jura("Cu", seed=0, path=tmp_path)
+    with pytest.raises(FileNotFoundError, match="f3.mat or fold3.mat"):
+        datasets.load_paper_fold(tmp_path, "jura-cd", fold=3)
+    pm = tmp_path / "pm"
+    pm.mkdir()
+    savemat(pm / "f2.mat", {"X_train": rng.normal(size=(30, 3)), "Y_train": rng.normal(size=(30, 1)),
+                            "X_test": rng.normal(size=(10, 3)), "Y_test": rng.normal(size=(10, 1))})
+    assert datasets.find_pm25(pm, fold=2).name == "f2.mat"
+    assert datasets.load_paper_fold(pm, "pm25", fold=2).input_names == ("lon", "lat", "t")

@@ -8,12 +8,13 @@ from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .problems import PROBLEMS, Problem, problem
 from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
-from .reference import load_mat_fold, load_reference_diffusion, load_reference_ode
+from .reference import PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold, load_reference_diffusion, load_reference_ode
 from .synthetic import diffusion_1d, first_order_ode, solve_diffusion_1d, solve_first_order_ode
 
 __all__ = [
     "Dataset",
     "JURA_TASKS",
+    "PAPER_FOLD_INPUTS",
     "PM25_INPUTS",
     "PROBLEMS",
     "Problem",
@@ -35,6 +36,8 @@ __all__ = [
     "diffusion_1d",
     "first_order_ode",
     "load_mat_fold",
+    "load_paper_fold",
+    "find_fold",
     "load_reference_diffusion",
     "load_reference_ode",
     "solve_diffusion_1d",

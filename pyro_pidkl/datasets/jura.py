@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import Dataset
+from .reference import find_fold, load_paper_fold
 
 __all__ = ["JURA_TASKS", "find_jura", "jura", "load_jura"]
 
@@ -87,10 +88,18 @@ def jura(target="Cd", seed=0, n_train=50, path=None):
     """A Jura task: ``target`` from the coordinates and its covariates (:data:`JURA_TASKS`),
     ``n_train`` random training locations chosen by ``seed``, the rest for test.
 
-    Inputs are named ``x, y`` (km) and the covariates' names.
+    Inputs are named ``x, y`` (km) and the covariates' names. When ``path`` (or
+    ``PIDKL_JURA``) is a folder of the paper's fold files (``f1.mat`` .. ``f5.mat``, or
+    ``fold1.mat`` ..), seed ``k`` reads fold ``k + 1`` instead, its columns named by
+    :data:`~pyro_pidkl.datasets.reference.PAPER_FOLD_INPUTS` (the paper's "Cd" folds predict
+    Zn from x, y, Cd, Ni).
     """
     if target not in JURA_TASKS:
         raise ValueError(f"Unknown Jura target {target!r}; expected one of {sorted(JURA_TASKS)}")
+    given = path if path is not None else os.environ.get("PIDKL_JURA")
+    if given and Path(given).expanduser().is_dir() and find_fold(given, 1) is not None:
+        # a folder of the paper's published folds (f1.mat .. f5.mat): seed k reads fold k + 1
+        return load_paper_fold(given, f"jura-{target.lower()}", seed % 5 + 1)
     data = load_jura(path)
     names = ("x", "y") + JURA_TASKS[target]
     X = np.stack([data["Xloc"], data["Yloc"]] + [data[c] for c in JURA_TASKS[target]], 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import Dataset
-from .reference import load_mat_fold
+from .reference import find_fold, load_mat_fold
 
 __all__ = ["PM25_INPUTS", "find_pm25", "load_pm25_fold", "pm25"]
 
@@ -35,10 +35,11 @@ def find_pm25(path=None, fold=1):
     given = path if path is not None else os.environ.get("PIDKL_PM25")
     if given:
         p = Path(given).expanduser()
-        p = p / name if p.is_dir() else p
-        if not p.is_file():
-            raise FileNotFoundError(f"No PM2.5 file at {p}. {_HOW_TO_GET}")
-        return p
+        found = find_fold(p, fold)            # the paper's f{fold}.mat or fold{fold}.mat
+        if found is None:
+            raise FileNotFoundError(f"No PM2.5 file f{fold}.mat or {name} at {p}. "
+                                    f"{_HOW_TO_GET}")
+        return found
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         p = d / "shared" / "data" / "reference" / "pm25" / name
