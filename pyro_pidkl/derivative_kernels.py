@@ -73,7 +73,8 @@ def partial_matchings(n):
 
 
 class _Jet:
-    """:math:`P` and its derivatives :math:`\\partial^B P` at one point set."""
+    """:math:`P = \\phi / l` and its derivatives :math:`\\partial^B P` at one point set
+    (a kernel on features; the SE kernel on inputs takes the 1-D Hermite route)."""
 
     def __init__(self, kernel, U, indices):
         indices = {tuple(sorted(i)) for i in indices}
@@ -85,24 +86,11 @@ class _Jet:
         directions = sorted({b[0] for b in blocks if len(b) == 1})
         pairs = sorted(b for b in blocks if len(b) == 2)
         self.d = {}
-        if isinstance(kernel, RBF):
-            active = list(kernel.active_dims)
-            ell = kernel.lengthscale.expand(len(active))
-            self.value = U[..., active] / ell
-            for (a,) in ((a,) for a in directions):
-                e = torch.zeros(len(active), dtype=U.dtype, device=U.device)
-                if a in active:
-                    e = e + torch.nn.functional.one_hot(
-                        torch.tensor(active.index(a), device=U.device), len(active)).to(U.dtype)
-                self.d[(a,)] = (e / ell).expand(U.shape[0], len(active))
-            for p in pairs:
-                self.d[p] = self.value.new_zeros(self.value.shape)
-        else:
-            ell = kernel.kern.lengthscale
-            phi, first, second = feature_jet(feature_map(kernel), U, directions, pairs)
-            self.value = phi / ell
-            self.d.update({(a,): v / ell for a, v in first.items()})
-            self.d.update({p: v / ell for p, v in second.items()})
+        ell = kernel.kern.lengthscale
+        phi, first, second = feature_jet(feature_map(kernel), U, directions, pairs)
+        self.value = phi / ell
+        self.d.update({(a,): v / ell for a, v in first.items()})
+        self.d.update({p: v / ell for p, v in second.items()})
 
 
 class DerivativeKernel:

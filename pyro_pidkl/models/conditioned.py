@@ -55,7 +55,7 @@ from ..domain import Box
 from ..errors import NonFiniteError
 from ..kernels import deep_kernel, se_ard
 from ..nn import MLP
-from ..physics.equation import Equation
+from ..physics.equation import Equation, source_columns
 from ..physics.linearise import linearise
 from ..posterior import cho_solve, jittered_cholesky, logdet
 from .exact_gp import ExactGP, own_parameters
@@ -174,7 +174,7 @@ class PhysicsConditionedGP(ExactGP):
                                  torch.tensor(float(residual_noise), dtype=self.X.dtype))
         self.source_kind, self.source_fn = self._source(source)
         if self.source_kind == "gp":
-            cols = self._source_columns(source_inputs)
+            cols = source_columns(source_inputs, self.equation, self.input_names)
             self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
@@ -216,17 +216,6 @@ class PhysicsConditionedGP(ExactGP):
         if callable(source):
             return "known", source
         raise ValueError(f"Expected source to be 'zero', 'gp' or a callable g(x); got {source!r}")
-
-    def _source_columns(self, source_inputs):
-        if source_inputs == "equation":
-            names = self.equation.inputs or self.input_names
-        else:
-            names = (source_inputs,) if isinstance(source_inputs, str) else tuple(source_inputs)
-        unknown = [n for n in names if n not in self.input_names]
-        if unknown or not names:
-            raise ValueError(f"Expected source_inputs to be 'equation' or names from "
-                             f"{self.input_names}; got {source_inputs!r}")
-        return [self.input_names.index(n) for n in names]
 
     # -- the pieces of the model -------------------------------------------------------
     def _derivative_scale(self, idx):

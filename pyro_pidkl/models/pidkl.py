@@ -30,7 +30,7 @@ from ..draw import PosteriorDraw
 from ..errors import NonFiniteError
 from ..kernels import batched, se_ard
 from ..nn import smoothness_order
-from ..physics.equation import Equation
+from ..physics.equation import Equation, source_columns
 from ..posterior import jittered_cholesky
 from .baselines import DKL
 from .exact_gp import own_parameters
@@ -107,8 +107,8 @@ class PIDKL(DKL):
         self.equation = equation
         self.gamma, self.m, self.eps_mode, self.source_jitter = gamma, int(m), eps, source_jitter
         self.domain = (domain or Box()).resolve(self.X, self.input_names)
-        self.source_kernel = se_ard(self.input_dim, self._source_columns(source_inputs),
-                                    dtype=self.X.dtype)
+        cols = source_columns(source_inputs, equation, self.input_names)
+        self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
         order = smoothness_order(self.feature_net)
         self._max_order = order
         self._why = (f" because the feature map {type(self.feature_net).__name__} has a "
@@ -134,19 +134,6 @@ class PIDKL(DKL):
         return out
 
     # -- configuration helpers ---------------------------------------------------------
-    def _source_columns(self, source_inputs):
-        if source_inputs == "equation":
-            names = self.equation.inputs or self.input_names
-        elif source_inputs == "all":
-            names = self.input_names
-        else:
-            names = (source_inputs,) if isinstance(source_inputs, str) else tuple(source_inputs)
-            unknown = [n for n in names if n not in self.input_names]
-            if unknown or not names:
-                raise ValueError(f"Expected source_inputs to be 'equation', 'all' or names from "
-                                 f"{self.input_names}; got {source_inputs!r}")
-        return [self.input_names.index(n) for n in names]
-
     def _probe_equation(self):
         """Run the equation once on a cheap smooth surrogate of the GP (the feature map) so
         that bad equations fail at construction, not after minutes of training."""

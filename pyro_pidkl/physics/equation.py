@@ -27,7 +27,7 @@ from pyro.nn import PyroModule, PyroParam, PyroSample
 
 from .derivatives import Field, Inputs
 
-__all__ = ["Equation", "Parameter"]
+__all__ = ["Equation", "Parameter", "source_columns"]
 
 
 class Parameter:
@@ -185,3 +185,20 @@ class Equation(PyroModule):
 
     def extra_repr(self):
         return f"name={self.name!r}, inputs={self.inputs}, parameters={self.parameter_names}"
+
+
+def source_columns(source_inputs, equation, input_names):
+    """Column indices of the inputs a source kernel uses: ``"equation"`` (those the equation
+    differentiates, or all when it declares none), ``"all"``, or a name or tuple of names
+    from ``input_names``."""
+    if source_inputs == "equation":
+        names = equation.inputs or input_names
+    elif source_inputs == "all":
+        names = input_names
+    else:
+        names = (source_inputs,) if isinstance(source_inputs, str) else tuple(source_inputs)
+        unknown = [n for n in names if n not in input_names]
+        if unknown or not names:
+            raise ValueError(f"Expected source_inputs to be 'equation', 'all' or names from "
+                             f"{tuple(input_names)}; got {source_inputs!r}")
+    return [list(input_names).index(n) for n in names]
