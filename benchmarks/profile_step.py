@@ -32,7 +32,7 @@ def main(argv=None):
     from torch.profiler import profile
 
     from pyro_pidkl import DKL, PIDKL, physics
-    from pyro_pidkl.infer import default_elbo, svi_step
+    from pyro_pidkl.infer.svi import default_elbo, svi_step
 
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)

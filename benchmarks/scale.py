@@ -1,6 +1,6 @@
 """Scale benchmark: exact vs sparse variational PI-DKL on the synthetic 2-D heat equation.
 
-For each N (default 1e3, 1e4, 1e5, 1e6) a fresh process generates ``heat_2d(N)`` (our exact
+For each N (default 1e3, 1e4, 1e5, 1e6) a fresh process generates ``simulate_heat_2d(N)`` (our exact
 Fourier solver, noise sd 0.05), trains, and prints one JSON line:
 
 * ``sparse``: SparsePIDKL (M inducing points, minibatch B, m collocation points, gamma 1)
@@ -29,20 +29,20 @@ def _peak_mib():
 
 def run_case(N, method, steps=None, epochs=1, min_steps=500, M=128, B=1000, m=10, lr=0.01,
              lr_final=None, device="cpu", threads=0, seed=0, time_only=False):
-    """Train one model on ``heat_2d(N)``; returns a dict of measurements."""
+    """Train one model on ``simulate_heat_2d(N)``; returns a dict of measurements."""
     import pyro
     import torch
 
     from pyro_pidkl import PIDKL, physics
-    from pyro_pidkl.infer import decaying_adam, default_elbo, svi_step
-    from pyro_pidkl.datasets import heat_2d
+    from pyro_pidkl.infer.svi import decaying_adam, default_elbo, svi_step
+    from pyro_pidkl.datasets import simulate_heat_2d
     from pyro_pidkl.diagnostics import predictive_scores
-    from pyro_pidkl.domain import Box
+    from pyro_pidkl.physics.domain import Box
     from pyro_pidkl.models import SparsePIDKL
 
     if threads:
         torch.set_num_threads(threads)
-    data = heat_2d(n_train=N, n_test=2000, seed=seed)
+    data = simulate_heat_2d(n_train=N, n_test=2000, seed=seed)
     pyro.set_rng_seed(seed)
     common = dict(input_names=("x", "y", "t"), gamma=1.0, m=m,
                   domain=Box(x=(0, 2 * math.pi), y=(0, 2 * math.pi), t=(0, 1)))

@@ -28,14 +28,14 @@ def main(argv=None):
     import torch
 
     from pyro_pidkl import Box, physics
-    from pyro_pidkl.bench import interleaved_medians
-    from pyro_pidkl.datasets import heat_2d
-    from pyro_pidkl.infer import default_elbo, svi_step
+    from step_time import interleaved_medians
+    from pyro_pidkl.datasets import simulate_heat_2d
+    from pyro_pidkl.infer.svi import default_elbo, svi_step
     from pyro_pidkl.models import SparsePIDKL
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    data = heat_2d(n_train=a.N, n_test=10, seed=0)
+    data = simulate_heat_2d(n_train=a.N, n_test=10, seed=0)
     cuda = torch.device(a.device).type == "cuda"
     steps = {}
     for name, kw in (("no_physics", dict(gamma=0.0)), ("closed_form", dict(gamma=1.0)),

@@ -1,11 +1,134 @@
-"""Time one training step of PI-DKL and DKL (same process) for N x m cases; JSON lines.
+"""Time one training step of PI-DKL and of DKL in the same process.
 
-    python benchmarks/step_time.py            # or: pidkl bench
+For each case (N training points, m collocation points, the 1-D heat equation with second
+derivatives, d = 2 inputs) a fresh process builds both models on the same data, warms up,
+and times ``Trace_ELBO.loss_and_grads`` plus the Adam update, the models' steps interleaved
+(each with its own parameter store) and the median over ``repeats`` kept; it prints a JSON line with
+both median times, their ratio, and the process's peak resident memory (``ru_maxrss``) minus
+its resident memory after the imports (on a GPU, ``device="cuda"``: the peak memory allocated
+on the device, ``peak_cuda_mib``, with the device synchronised around every timed step).
+``pidkl_autograd_step_s`` / ``ratio_autograd`` time
+PI-DKL with ``derivatives="autograd"`` (autograd through the posterior for the physics
+term's derivatives) in the same process, for comparison with the closed-form default.
+
+    python benchmarks/step_time.py --N 250,500,1000,2000 --m 10,100 [--device cuda]
 """
 
 import argparse
+import functools
+import json
+import multiprocessing
+import resource
+import time
 
-from pyro_pidkl.bench import run_benchmark
+__all__ = ["interleaved_medians", "run_benchmark", "time_case"]
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 2 ** 20
+
+
+def interleaved_medians(steps, repeats, device="cpu", warmup=2):
+    """Median seconds per call of each step function in ``steps`` (``{name: callable}``).
+
+    Each step runs in a parameter-store scope of its own (so several models can be timed in
+    one process), ``warmup`` times untimed, then ``repeats`` times with the steps
+    interleaved, so that machine noise hits every step alike; on a GPU the device is
+    synchronised around each timed call.
+    """
+    import numpy as np
+    import pyro
+    import torch
+
+    cuda = torch.device(device).type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    store = pyro.get_param_store()
+    states = {}
+    for name, step in steps.items():
+        with store.scope() as state:
+            for _ in range(warmup):
+                step()
+        states[name] = state
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            with store.scope(state=states[name]):
+                sync()
+                start = time.perf_counter()
+                step()
+                sync()
+                times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True):
+    """Median seconds per training step of PI-DKL and DKL at ``(N, m)``; a dict.
+
+    :param str device: ``"cpu"`` or ``"cuda"`` (the models are moved there with ``.to``).
+    :param bool autograd: also time PI-DKL with ``derivatives="autograd"``.
+    """
+    import numpy as np
+    import pyro
+    import torch
+    from pyro.infer import Trace_ELBO
+
+    from pyro_pidkl import DKL, PIDKL, physics
+    from pyro_pidkl.infer.svi import svi_step
+
+    if threads:
+        torch.set_num_threads(threads)
+    base = _rss_mib()
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (N, 2))
+    y = np.exp(-np.pi ** 2 * 0.1 * X[:, 1]) * np.sin(np.pi * X[:, 0])
+    y = y + 0.01 * rng.standard_normal(N)
+    pyro.set_rng_seed(seed)
+    models = {"pidkl": PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=m),
+              "dkl": DKL(X, y, input_names=("x", "t"))}
+    if autograd:
+        models["pidkl_autograd"] = PIDKL(X, y, physics.heat_1d(alpha=0.5),
+                                         input_names=("x", "t"), m=m, derivatives="autograd")
+    models = {name: model.to(device) for name, model in models.items()}
+    cuda = torch.device(device).type == "cuda"
+    out = {"N": N, "m": m, "d": 2, "equation": "heat_1d", "device": str(device),
+           "threads": torch.get_num_threads()}
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        out["torch"] = torch.__version__
+    steps = {name: functools.partial(svi_step, model, Trace_ELBO(), pyro.optim.Adam({"lr": 1e-3}))
+             for name, model in models.items()}
+    for name, seconds in interleaved_medians(steps, repeats, device, warmup=2).items():
+        out[f"{name}_step_s"] = seconds
+    out["ratio"] = out["pidkl_step_s"] / out["dkl_step_s"]
+    if autograd:
+        out["ratio_autograd"] = out["pidkl_autograd_step_s"] / out["dkl_step_s"]
+    if cuda:
+        out["peak_cuda_mib"] = torch.cuda.max_memory_allocated(torch.device(device)) / 2 ** 20
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_minus_import_mib"] = out["peak_rss_mib"] - base
+    return out
+
+
+def _case(args):
+    return time_case(*args)
+
+
+def run_benchmark(Ns=(250, 500, 1000, 2000), ms=(10, 100), repeats=15, threads=0, echo=print,
+                  device="cpu", autograd=True):
+    """Run every case in its own process; returns the list of dicts (also echoed as JSON)."""
+    ctx = multiprocessing.get_context("spawn")
+    rows = []
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        for N in Ns:
+            for m in ms:
+                row = pool.apply(_case, ((N, m, repeats, threads, 0, device, autograd),))
+                rows.append(row)
+                echo(json.dumps({k: (round(v, 5) if isinstance(v, float) else v)
+                                 for k, v in row.items()}))
+    return rows
+
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)

@@ -1,11 +1,17 @@
-"""Writes the notebooks of this folder from the cells below (outputs stripped).
+"""Writes the notebooks of this folder from the cells below, and executes them.
 
-    python notebooks/make_notebooks.py
+    python notebooks/make_notebooks.py             # write, outputs stripped
+    python notebooks/make_notebooks.py --execute   # write and run at the full settings
 
 Each notebook reads PIDKL_NOTEBOOK_STEPS (default: the full number of steps) so that CI can
-execute it quickly; the stories are written for the full settings.
+execute it quickly; the stories are written for, and committed executed at, the full
+settings (figures at a small resolution, so that the folder stays a few hundred KB).
 """
 
+import argparse
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -18,6 +24,7 @@ import numpy as np
 import pyro
 import torch
 import matplotlib.pyplot as plt
+plt.rcParams["figure.dpi"] = 60                  # small figures in the committed notebooks
 import pyro_pidkl as pk
 from pyro_pidkl import physics, diagnostics
 
@@ -32,9 +39,9 @@ NOTEBOOKS = {
                "PI-DKL fits a deep-kernel GP and asks its posterior draws to satisfy the "
                "equation at random points of the whole interval."),
         ("code", SETUP.format(steps=1000)),
-        ("md", "## Data\n`pk.datasets.first_order_ode()` solves the ODE with scipy (the paper's "
+        ("md", "## Data\n`pk.datasets.simulate_first_order_ode()` solves the ODE with scipy (the paper's "
                "setting: B = D = 1, g = sin(2 pi t) exp(-t), f(0) = 0.1)."),
-        ("code", "data = pk.datasets.first_order_ode()\nprint(data)\n"
+        ("code", "data = pk.datasets.simulate_first_order_ode()\nprint(data)\n"
                  "plt.figure(figsize=(5, 3))\n"
                  "plt.plot(data.X_test[:, 0], data.y_test, 'k-', lw=1, label='test (truth)')\n"
                  "plt.plot(data.X_train[:, 0], data.y_train, 'r.', ms=3, label='training')\n"
@@ -60,7 +67,7 @@ NOTEBOOKS = {
                  "    _, var_y = m(data.X_test, noiseless=False)\n"
                  "    predictions[name] = {'mean': mean.numpy(), 'var_f': var_f.numpy(),"
                  " 'var_y': var_y.numpy()}\n"
-                 "pk.plots.bands_1d(data, predictions, 'quickstart_bands.png')\n"
+                 "pk.diagnostics.plots.bands_1d(data, predictions, 'quickstart_bands.png')\n"
                  "from IPython.display import Image\nImage('quickstart_bands.png')"),
         ("md", "## Predictive diagnostics with ArviZ\nHeld-out scores are exact for the "
                "Gaussian predictive; the calibration plot compares nominal and empirical "
@@ -69,7 +76,7 @@ NOTEBOOKS = {
                  " for n, p in predictions.items()}\n"
                  "pits = {n: diagnostics.pit(p['mean'], p['var_y'], data.y_test)"
                  " for n, p in predictions.items()}\n"
-                 "pk.plots.calibration(scores, pits, 'quickstart_calibration.png')\n"
+                 "pk.diagnostics.plots.calibration(scores, pits, 'quickstart_calibration.png')\n"
                  "for n, s in scores.items():\n"
                  "    print(n, 'RMSE %.3f  test LPD %.2f  coverage' % (s['rmse'], s['test_lpd']),"
                  " s['coverage'])\n"
@@ -130,8 +137,8 @@ NOTEBOOKS = {
                  "b.fill_between(t_test[:, 0], mean - 2 * var.sqrt(), mean + 2 * var.sqrt(),"
                  " alpha=0.3)\n"
                  "b.axvspan(0, 3, color='0.9'); b.legend();"),
-        ("md", "The parameters are `pyro.param` sites of the model (`equation.omega`, "
-               "`equation.zeta`), learned with the kernel. The source `g` absorbs what the "
+        ("md", "The parameters are `pyro.param` sites of the model's physics term "
+               "(`physics.equation.omega`, `physics.equation.zeta`), learned with the kernel. The source `g` absorbs what the "
                "equation does not explain, so parameters are identified only as far as the "
                "data and the source prior allow: check them against a known case, as here, "
                "before trusting them on real data."),
@@ -159,7 +166,7 @@ NOTEBOOKS = {
                "t = 0.5 (48 points) and predict every other time. The diffusivity (truth 0.1) "
                "starts at 1.0."),
         ("code", SETUP.format(steps=1000)),
-        ("code", "data = pk.datasets.diffusion_1d()\nprint(data)\n"
+        ("code", "data = pk.datasets.simulate_diffusion_1d()\nprint(data)\n"
                  "domain = pk.Box(x=(0.0, 2.0), t=(0.01, 1.01))\n"
                  "models = {}\n"
                  "pyro.set_rng_seed(0)\n"
@@ -179,7 +186,7 @@ NOTEBOOKS = {
                  "    _, var_y = m(data.X_test, noiseless=False)\n"
                  "    predictions[name] = {'mean': mean.numpy(), 'var_f': var_f.numpy(),"
                  " 'var_y': var_y.numpy()}\n"
-                 "pk.plots.maps_2d(data, predictions, 'diffusion_maps.png')\n"
+                 "pk.diagnostics.plots.maps_2d(data, predictions, 'diffusion_maps.png')\n"
                  "from IPython.display import Image\nImage('diffusion_maps.png')"),
         ("code", "for name, p in predictions.items():\n"
                  "    s = diagnostics.predictive_scores(p['mean'], p['var_y'], data.y_test)\n"
@@ -198,7 +205,7 @@ NOTEBOOKS = {
         ("code", SETUP.format(steps=300)),
         ("code", "import inspect\nfrom pyro_pidkl.models.pidkl import PIDKL\n"
                  "print(inspect.getsource(PIDKL.model))\nprint(inspect.getsource(PIDKL.guide))"),
-        ("code", "data = pk.datasets.first_order_ode()\n"
+        ("code", "data = pk.datasets.simulate_first_order_ode()\n"
                  "def make(**kw):\n"
                  "    pyro.set_rng_seed(0)\n"
                  "    return pk.PIDKL(data.X_train, data.y_train, physics.first_order_ode(B=0.5, D=0.5),\n"
@@ -224,13 +231,23 @@ NOTEBOOKS = {
                  "    plt.plot(data.X_test[:, 0], mean, label=f'gamma={g}')\n"
                  "plt.legend();"),
         ("md", "## Swap the source kernel, or the draw\n`source_inputs` picks the inputs of "
-               "the source kernel kappa; `eps='point'` draws one eps per collocation point (the "
-               "paper's public code), `eps='mean'` applies the physics to the posterior mean "
+               "the source kernel kappa; `draw='pointwise'` draws one eps per collocation point (the "
+               "paper's public code), `draw='mean'` applies the physics to the posterior mean "
                "only (no `eps` site)."),
-        ("code", "for kw in ({'eps': 'point'}, {'eps': 'mean'}):\n"
+        ("code", "for kw in ({'draw': 'pointwise'}, {'draw': 'mean'}):\n"
                  "    m = make(**kw)\n"
                  "    tr = pyro.poutine.trace(m.model).get_trace()\n"
                  "    print(kw, [n for n, s in tr.nodes.items() if s['type'] == 'sample'])"),
+        ("md", "## The physics term is a part\nThe term is a `PhysicsTerm` that any GP model of "
+               "the library carries: the same equation on an SE-ARD GP is PI-SKL, in one line."),
+        ("code", "term = pk.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=10,\n"
+                 "                      domain=pk.Box(t=(0.0, 1.0)))\n"
+                 "pyro.set_rng_seed(0)\n"
+                 "pi_skl = pk.SKL(data.X_train, data.y_train, physics=term)\n"
+                 "pk.fit(pi_skl, num_steps=STEPS, lr=0.01, progress=False)\n"
+                 "mean, _ = pi_skl(data.X_test)\n"
+                 "print(f'PI-SKL: test RMSE {pk.rmse(mean, data.y_test):.3f}, '\n"
+                 "      f'learned {pi_skl.equation_parameters()}')"),
         ("md", "## Subclass and edit\nA model is a class: override `model` to add a term. "
                "Here a weak LogNormal prior on the source amplitude enters as one more factor, "
                "keeping everything else."),
@@ -239,7 +256,7 @@ NOTEBOOKS = {
                  "    @pyro_method\n"
                  "    def model(self):\n"
                  "        posterior = super().model()\n"
-                 "        s2 = self.source_kernel.variance\n"
+                 "        s2 = self.physics.source_kernel.variance\n"
                  "        pyro.factor('source_prior', dist.LogNormal(0.0, 2.0).log_prob(s2))\n"
                  "        return posterior\n\n"
                  "pyro.set_rng_seed(0)\n"
@@ -263,7 +280,7 @@ NOTEBOOKS = {
         ("code", SETUP.format(steps=1000) + "import time\n"
                  "import pyro.distributions as dist\n"
                  "from pyro_pidkl.models import SparsePIDKL\n"
-                 "data = pk.datasets.first_order_ode()\n"
+                 "data = pk.datasets.simulate_first_order_ode()\n"
                  "box = pk.Box(t=(0.0, 1.0))"),
         ("md", "## Three models, same data, same steps"),
         ("code", "def bayes_ode():\n"
@@ -299,14 +316,14 @@ NOTEBOOKS = {
                  "                  'cov95': s['coverage'][0.95], 'pit_ks_p': s['pit_ks_pvalue'],\n"
                  "                  'seconds': seconds[name]}\n"
                  "import pandas as pd\npd.DataFrame(rows).T.round(4)"),
-        ("code", "pk.plots.bands_1d(data, predictions, 'bands.png', 'posterior mean +/- 1 sd');\n"
+        ("code", "pk.diagnostics.plots.bands_1d(data, predictions, 'bands.png', 'posterior mean +/- 1 sd');\n"
                  "from IPython.display import Image\nImage('bands.png')"),
         ("md", "## Parameter posteriors\nThe collapsed and sparse models give point "
                "estimates; the Bayesian variant a posterior (mean and 90% interval) whose width "
                "says how little one tenth of the interval identifies `B` and `D`."),
         ("code", "print('collapsed', models['collapsed'].equation_parameters())\n"
                  "print('svgp     ', models['svgp'].equation_parameters())\n"
-                 "models['bayes'].equation_posterior()"),
+                 "models['bayes'].physics.equation_posterior()"),
         ("md", "## ArviZ\nThe exact models convert to an ArviZ `DataTree`; PSIS-LOO "
                "compares them on the training data (the sparse model has no exact posterior "
                "to draw from)."),
@@ -330,7 +347,29 @@ def build(name, cells):
     return nb
 
 
+def execute(nb, timeout=1800):
+    """Run ``nb`` top to bottom in a scratch folder (its figure files stay there)."""
+    import nbclient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": tmp}}).execute()
+    return nb
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--execute", action="store_true", help="run them at full settings")
+    parser.add_argument("names", nargs="*", help="notebooks to write (default: all)")
+    args = parser.parse_args()
+    os.environ.pop("PIDKL_NOTEBOOK_STEPS", None)
+    os.environ.pop("MPLBACKEND", None)        # the inline backend, so figures are kept
     for name, cells in NOTEBOOKS.items():
-        nbformat.write(build(name, cells), HERE / f"{name}.ipynb")
-        print("wrote", HERE / f"{name}.ipynb")
+        if args.names and name not in args.names:
+            continue
+        nb = build(name, cells)
+        if args.execute:
+            nb = execute(nb)
+        nbformat.write(nb, HERE / f"{name}.ipynb")
+        print("wrote", HERE / f"{name}.ipynb", file=sys.stderr)

@@ -1,29 +1,51 @@
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyro_pidkl as pk
-from pyro_pidkl.cli import main
+from pyro_pidkl.paper.cli import main
 
 
 def test_public_api_is_importable():
     for name in pk.__all__:
         assert hasattr(pk, name), name
-    for name in ("PIDKL", "fit", "physics", "datasets", "baselines"):
+    for name in ("PIDKL", "PhysicsTerm", "fit", "physics", "datasets", "models", "kernels"):
         assert name in pk.__all__
-    assert pk.baselines.DKL is pk.DKL and pk.baselines.SKL is pk.SKL
 
 
 def test_core_imports_no_study_module():
-    """``import pyro_pidkl`` loads the library, not the paper's study (experiments, the
-    reproduction, benchmarks, the CLI)."""
+    """``import pyro_pidkl`` loads the library, not the paper's study (:mod:`pyro_pidkl.paper`:
+    experiments, the reproduction, the CLI)."""
     code = ("import sys, pyro_pidkl; "
-            "study = ('experiments', 'reproduce', 'bench', 'cli', 'selection_study'); "
-            "print([m for m in sys.modules if m.startswith('pyro_pidkl.') "
-            "and m.split('.')[1] in study])")
+            "print(sorted(m for m in sys.modules if m.startswith('pyro_pidkl.paper')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_no_core_module_refers_to_the_study():
+    """No import statement of the core (anywhere in a module, lazy ones included) names
+    :mod:`pyro_pidkl.paper`, ``benchmarks`` or ``studies``."""
+    root = Path(pk.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if "paper" in path.relative_to(root).parts or path.name == "__main__.py":
+            continue
+        package = ["pyro_pidkl", *path.relative_to(root).parent.parts]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []))]
+                names += [f"{names[0]}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.startswith(("pyro_pidkl.paper", "benchmarks", "studies")) for n in names):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []
 
 
 def test_cli_fit_prints_json_records(capsys):

@@ -10,9 +10,9 @@ import torch
 from torch.distributions import constraints
 
 import pyro_pidkl as pk
-from pyro_pidkl.derivative_kernels import DerivativeKernel, partial_matchings, set_partitions
+from pyro_pidkl.kernels.derivatives import DerivativeKernel, partial_matchings, set_partitions
 from pyro_pidkl.kernels import deep_kernel, se_ard
-from pyro_pidkl.nn import MLP
+from pyro_pidkl.kernels.features import MLP
 from pyro_pidkl.physics import Equation, Parameter, burgers_1d, linearise
 
 D = torch.float64

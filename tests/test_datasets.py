@@ -29,18 +29,18 @@ def test_diffusion_solver_matches_matrix_exponential():
 
 
 def test_generated_tasks_have_the_paper_shapes():
-    ode = datasets.first_order_ode()
+    ode = datasets.simulate_first_order_ode()
     assert ode.X_train.shape == (100, 1) and ode.X_test.shape == (901, 1)
     assert ode.X_train.max() < 0.1 <= ode.X_test.min()
     assert ode.y_train[0] == pytest.approx(0.1)
-    dif = datasets.diffusion_1d()
+    dif = datasets.simulate_diffusion_1d()
     assert dif.X_train.shape == (48, 2) and dif.X_test.shape == (4800, 2)
     assert np.allclose(dif.X_train[:, 1], 0.5) and not np.isclose(dif.X_test[:, 1], 0.5).any()
 
 
 def test_ode_generator_reproduces_the_reference(reference):
     ref = datasets.load_reference_ode(reference / "ode_extrap.mat")
-    ours = datasets.first_order_ode()
+    ours = datasets.simulate_first_order_ode()
     np.testing.assert_allclose(ours.X_train, ref.X_train, atol=1e-12)
     np.testing.assert_allclose(ours.X_test, ref.X_test, atol=1e-12)
     rmse = np.sqrt(np.mean((np.r_[ours.y_train, ours.y_test] - np.r_[ref.y_train, ref.y_test]) ** 2))

@@ -6,7 +6,7 @@ from torch import nn
 
 from pyro_pidkl import MLP, GPPosterior, physics
 from pyro_pidkl.kernels import deep_kernel
-from pyro_pidkl.nn import smoothness_order
+from pyro_pidkl.kernels.features import smoothness_order
 from pyro_pidkl.physics import Field, Inputs
 
 NAMES = ("x", "t")

@@ -7,7 +7,7 @@ from scipy import stats
 
 import pyro_pidkl as pk
 from pyro_pidkl import diagnostics as dg
-from pyro_pidkl import plots
+from pyro_pidkl.diagnostics import plots
 
 
 def _fitted(n=30, seed=0, mean="zero"):
@@ -123,7 +123,7 @@ def test_compare_ranks_a_good_fit_above_a_bad_one():
 def test_datatree_of_dense_noise_free_training_data():
     """100 points 0.001 apart with a floor-level noise: the posterior covariance of f at the
     training inputs is numerically singular; drawing from it must still work."""
-    data = pk.datasets.first_order_ode()
+    data = pk.datasets.simulate_first_order_ode()
     model = pk.DKL(data.X_train, data.y_train, input_names=("t",))
     pk.fit(model, 100, lr=0.01, progress=False)
     tree = dg.to_datatree(model, data.X_test[:3], num_samples=300)

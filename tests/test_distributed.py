@@ -3,9 +3,13 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+
+SCRIPT = str(Path(__file__).resolve().parents[1] / "benchmarks" / "distributed_heat.py")
 
 
 def _run(cmd, tmp_path):
@@ -17,9 +21,9 @@ def _run(cmd, tmp_path):
 def test_two_process_ddp_matches_one_process(tmp_path):
     args = ["--N", "1500", "--steps", "400", "--M", "32", "--B", "128", "--threads", "1"]
     _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-          "2", "-m", "pyro_pidkl.distributed", *args, "--out", str(tmp_path / "ddp.json")],
+          "2", SCRIPT, *args, "--out", str(tmp_path / "ddp.json")],
          tmp_path)
-    _run([sys.executable, "-m", "pyro_pidkl.distributed", *args, "--out",
+    _run([sys.executable, SCRIPT, *args, "--out",
           str(tmp_path / "one.json")], tmp_path)
     ddp = json.loads((tmp_path / "ddp.json").read_text())
     one = json.loads((tmp_path / "one.json").read_text())

@@ -1,5 +1,5 @@
-"""Closed-form derivatives of the posterior draw (pyro_pidkl.draw) and the closed-form
-backward of the GP solves (pyro_pidkl.posterior.cho_solve / logdet)."""
+"""Closed-form derivatives of the posterior draw (pyro_pidkl.gp.posterior_draw) and the closed-form
+backward of the GP solves (pyro_pidkl.gp.posterior.cho_solve / logdet)."""
 
 import math
 
@@ -11,9 +11,10 @@ from pyro.infer import Trace_ELBO
 from torch import nn
 
 from pyro_pidkl import PIDKL, physics
-from pyro_pidkl.draw import DrawField, PosteriorDraw, closed_form_supported, feature_jet
-from pyro_pidkl.nn import MLP
-from pyro_pidkl.posterior import cho_solve, logdet, quad_diag
+from pyro_pidkl.gp import DrawField, PosteriorDraw
+from pyro_pidkl.kernels import closed_form_supported, feature_jet
+from pyro_pidkl.kernels.features import MLP
+from pyro_pidkl.gp.posterior import cho_solve, logdet, quad_diag
 
 NAMES = ("x", "t")
 
@@ -122,13 +123,13 @@ def test_closed_form_field_plans_one_pass_and_handles_derivatives_off_plan():
     assert torch.allclose(planned.d("x", "t"), ag.d("x", "t"), atol=1e-10)   # off the plan
     assert torch.allclose(planned.d("x", "x"), ag.d("x", "x"), atol=1e-10)
     assert planned._jet_pairs == {(0, 0), (0, 1)}
-    assert model.equation.last_requested == {(1,), (0, 0)}   # heat_1d asked for f_t, f_xx
+    assert model.physics._plan == {(1,), (0, 0)}   # heat_1d asked for f_t, f_xx
 
 
 def test_closed_form_support_detection():
     model, _, _ = _model()
     assert closed_form_supported(model.kernel)
-    assert not closed_form_supported(model.source_kernel)   # plain RBF: no feature map
+    assert not closed_form_supported(model.physics.source_kernel)   # plain RBF: no feature map
 
 
 @pytest.mark.parametrize("device", [
@@ -139,7 +140,7 @@ def test_pidkl_loss_and_gradients_identical_either_way(device):
     # device too: same loss and parameter gradients as autograd through the posterior
     losses, grads = [], []
     for derivatives in ("closed_form", "autograd"):
-        model, _, _ = _model(m=20, derivatives=derivatives, eps="point")
+        model, _, _ = _model(m=20, derivatives=derivatives, draw="pointwise")
         model = model.to(device)
         elbo = Trace_ELBO(num_particles=3, vectorize_particles=True)
         pyro.set_rng_seed(3)

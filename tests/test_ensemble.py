@@ -7,7 +7,7 @@ import torch
 from scipy import integrate, stats
 
 from pyro_pidkl import DKL, MLP, PIDKL, Ensemble, crps, fit, fit_restarts, physics, training_objective
-from pyro_pidkl.domain import Box
+from pyro_pidkl.physics.domain import Box
 
 
 @pytest.mark.parametrize("mean, sd, y", [(0.0, 1.0, 0.3), (1.5, 0.2, 1.0), (-2.0, 3.0, 4.0)])
@@ -120,8 +120,8 @@ def test_training_objective_of_a_gp_without_sample_sites_is_its_negative_log_mar
 def test_restart_methods_of_an_experiment(monkeypatch):
     import dataclasses
 
-    from pyro_pidkl.experiments import EXPERIMENTS
-    from pyro_pidkl.reproduce import run_one
+    from pyro_pidkl.paper.experiments import EXPERIMENTS
+    from pyro_pidkl.paper.reproduce import run_one
 
     base = EXPERIMENTS["ode"]
     monkeypatch.setitem(EXPERIMENTS, "ode", dataclasses.replace(
@@ -148,34 +148,8 @@ def test_restart_methods_of_an_experiment(monkeypatch):
         run_one("ode", "pidkl-ens", 0, num_steps=2)
 
 
-def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_single():
-    import importlib.util
-    from pathlib import Path
-
-    from pyro_pidkl.selection import mean_rank_choice
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dev_restarts.py"
-    spec = importlib.util.spec_from_file_location("dev_restarts", path)
-    rule = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rule)
-
-    def rows(single, ensemble, best):
-        return {"single": single, "ensemble": ensemble, "best": best}
-
-    def choose(summary):   # what the script's main applies, with its tie order
-        return mean_rank_choice(summary, rule.COMBINATIONS)
-
-    chosen, ranks = choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.1, 0.2, 0.3)})
-    assert ranks == {"single": 2.0, "ensemble": 2.0, "best": 2.0} and chosen == "single"
-    chosen, ranks = choose({"a": rows(0.3, 0.2, 0.1), "b": rows(0.2, 0.1, 0.3),
-                            "c": rows(0.2, 0.2, 0.1)})
-    # equal CRPS on "c": single ranks before ensemble
-    assert ranks == pytest.approx({"single": 7 / 3, "ensemble": 2.0, "best": 5 / 3})
-    assert chosen == "best"
-
-
 def test_pidkl_fit_points_restart_methods_to_reproduce():
-    from pyro_pidkl.cli import main
+    from pyro_pidkl.paper.cli import main
 
     with pytest.raises(SystemExit, match="pidkl reproduce ode --methods pidkl-best"):
         main(["fit", "ode", "--methods", "dkl,pidkl-best", "--steps", "1", "--quiet"])

@@ -39,7 +39,7 @@ def test_divergence_stops_the_fit_and_keeps_the_last_finite_parameters():
     assert all(math.isfinite(v) for v in info.value.history)
     for p in model.parameters():
         assert torch.isfinite(p).all()
-    assert math.isfinite(model.equation.k.item())
+    assert math.isfinite(model.physics.equation.k.item())
 
 
 def test_fit_rejects_bad_settings():
@@ -96,5 +96,5 @@ def test_fit_recovers_the_decay_rate_of_a_noise_free_exponential(seed):
     eq = physics.first_order_ode(B=0.5, D=Parameter(0.0, fixed=True))
     model = pk.PIDKL(t, y, eq, gamma=1.0, m=30)
     pk.fit(model, num_steps=600, lr=0.02, lr_final=0.002, num_particles=8, progress=False)
-    B = model.equation.B.item()
+    B = model.physics.equation.B.item()
     assert abs(B - 2.0) / 2.0 < 0.10, B

@@ -8,7 +8,7 @@ import torch
 from scipy import integrate
 
 from pyro_pidkl import fit
-from pyro_pidkl.lfm_kernels import FirstOrderLFMKernel, HeatLFMKernel
+from pyro_pidkl.kernels.lfm import FirstOrderLFMKernel, HeatLFMKernel
 from pyro_pidkl.models import LFM
 
 

@@ -71,7 +71,7 @@ def test_missing_file_says_how_to_get_it(tmp_path, monkeypatch):
 
 
 def test_experiment_runs(mocap_file):
-    from pyro_pidkl.reproduce import run_one
+    from pyro_pidkl.paper.reproduce import run_one
     rec = run_one("mocap", "skl", 0, num_steps=5)
     assert rec["experiment"] == "mocap" and rec["rmse"] > 0
     assert rec["nrmse_mean"] == pytest.approx(rec["rmse"] / 8.8, rel=0.05)

@@ -1,3 +1,4 @@
+import functools
 import math
 import warnings
 
@@ -30,10 +31,10 @@ def _pidkl(**kw):
     return PIDKL(X, y, physics.first_order_ode(), **kw)
 
 
-@pytest.mark.parametrize("eps,particles", [("draw", 1), ("point", 1), ("draw", 3),
-                                           ("point", 3)])
-def test_trace_shows_the_sites_with_their_shapes(eps, particles):
-    model = _pidkl(m=7, eps=eps)
+@pytest.mark.parametrize("draw,particles", [("function", 1), ("pointwise", 1), ("function", 3),
+                                            ("pointwise", 3)])
+def test_trace_shows_the_sites_with_their_shapes(draw, particles):
+    model = _pidkl(m=7, draw=draw)
     fn = model.model
     if particles > 1:
         fn = pyro.plate("particles", particles, dim=-1)(fn)
@@ -42,12 +43,12 @@ def test_trace_shows_the_sites_with_their_shapes(eps, particles):
     assert set(sites) == {"data", "Z", "eps", "physics"}
     batch = (particles,) if particles > 1 else ()
     assert sites["Z"]["value"].shape == batch + (7, 1)
-    assert sites["eps"]["value"].shape == batch + ((1,) if eps == "draw" else (7,))
+    assert sites["eps"]["value"].shape == batch + ((1,) if draw == "function" else (7,))
     assert sites["data"]["fn"].batch_shape == batch       # once per particle
     assert sites["physics"]["fn"].batch_shape == batch
     assert sites["data"]["is_observed"] and sites["physics"]["is_observed"]
     params = {n for n, s in tr.nodes.items() if s["type"] == "param"}
-    assert {"noise", "equation.B", "equation.D", "source_kernel.variance",
+    assert {"noise", "physics.equation.B", "physics.equation.D", "physics.source_kernel.variance",
             "kernel.kern.lengthscale"} <= params
     assert "kernel.iwarping_fn$$$layers.0.weight" in params
     Z = sites["Z"]["value"]
@@ -60,8 +61,8 @@ def test_physics_factor_is_gamma_times_the_source_log_density():
     Z, eps = tr.nodes["Z"]["value"], tr.nodes["eps"]["value"]
     with torch.no_grad():
         post = model.posterior()
-        h = model.residual(post, Z, eps)
-        logp = model.physics_log_prob(h, Z)
+        h = model.physics.residual(functools.partial(model.posterior_draw, post), Z, eps)
+        logp = model.physics.log_prob(h, Z)
     torch.testing.assert_close(tr.nodes["physics"]["fn"].log_factor.detach(), 2.5 * logp)
 
 
@@ -71,13 +72,13 @@ def test_physics_log_prob_is_the_source_gp_density():
     h = torch.randn(3, 6, dtype=torch.float64)
     with torch.no_grad():
         U = model.standardizer.x_to_model(Z)
-        s2 = model.source_kernel.variance
-        ell = model.source_kernel.lengthscale
+        s2 = model.physics.source_kernel.variance
+        ell = model.physics.source_kernel.lengthscale
         Sigma = s2 * torch.exp(-0.5 * ((U - U.transpose(-1, -2)) / ell) ** 2)
-        Sigma = Sigma + model.source_jitter * s2 * torch.eye(6, dtype=Sigma.dtype)
+        Sigma = Sigma + model.physics.source_jitter * s2 * torch.eye(6, dtype=Sigma.dtype)
         expected = torch.distributions.MultivariateNormal(torch.zeros(6, dtype=h.dtype),
                                                           Sigma).log_prob(h)
-        torch.testing.assert_close(model.physics_log_prob(h, Z), expected)
+        torch.testing.assert_close(model.physics.log_prob(h, Z), expected)
 
 
 def test_gamma_zero_gives_the_dkl_loss():
@@ -160,7 +161,8 @@ def test_equation_sees_user_units():
         return f.d("t")
     model = PIDKL(X, y, physics.Equation(record, inputs=("t",)), m=5)
     Z = torch.tensor([[10.0], [30.0], [50.0], [55.0], [20.0]], dtype=torch.float64)
-    model.residual(model.posterior(), Z, torch.zeros(1, dtype=torch.float64))
+    model.physics.residual(functools.partial(model.posterior_draw, model.posterior()), Z,
+                           torch.zeros(1, dtype=torch.float64))
     mean = lambda z: model(z)[0]
     h = 1e-3
     torch.testing.assert_close(seen["t"], Z[:, 0])
@@ -198,7 +200,7 @@ def test_skl_is_an_ard_gp_on_inputs():
     ({"gamma": math.nan}, ValueError, "gamma >= 0"),
     ({"m": 0}, ValueError, "m \\(number of collocation points\\)"),
     ({"m": 2.5}, ValueError, "integer >= 1"),
-    ({"eps": "each"}, ValueError, "'draw', 'point' or 'mean'"),
+    ({"draw": "each"}, ValueError, "one of"),
     ({"source_inputs": ("q",)}, ValueError, "source_inputs"),
     ({"domain": Box(s=(0, 1))}, ValueError, "does not have"),
     ({"domain": Box(t=(2, 3))}, ValueError, "do not overlap"),
@@ -282,11 +284,54 @@ def test_covariates_outside_the_equation_enter_the_gp_but_not_the_source_kernel(
     pyro.clear_param_store()
     model = PIDKL(X, y, physics.poisson_2d("x", "y"), input_names=("x", "y", "Ni", "Zn"),
                   m=8)
-    assert model.source_kernel.active_dims == [0, 1]
+    assert model.physics.source_kernel.active_dims == [0, 1]
     Z = torch.rand(5, 4, dtype=torch.float64)
     Z2 = Z.clone()
     Z2[:, 2:] = torch.rand(5, 2, dtype=torch.float64)   # other covariates, same (x, y)
-    torch.testing.assert_close(model.source_kernel(Z), model.source_kernel(Z2))
+    torch.testing.assert_close(model.physics.source_kernel(Z), model.physics.source_kernel(Z2))
     pk.fit(model, num_steps=5, progress=False)
     with pytest.raises(ValueError, match="active_dims within 0..3"):
         pk.kernels.se_ard(4, [1, 4])
+
+
+def test_pidkl_model_written_out_equals_the_generic_exact_gp_with_the_term():
+    """PIDKL.model (the story written out) and DKL(physics=PhysicsTerm(...)).model (the
+    generic path through PhysicsTerm.factor) give the same trace and loss."""
+    X, y = _ode_data()
+    losses = []
+    for kind in ("pidkl", "dkl+term"):
+        pyro.clear_param_store()
+        torch.manual_seed(0)
+        eq = physics.first_order_ode(B=0.5, D=0.5)
+        if kind == "pidkl":
+            model = PIDKL(X, y, eq, gamma=2.0, m=6)
+        else:
+            model = DKL(X, y, physics=pk.PhysicsTerm(eq, gamma=2.0, m=6))
+        pyro.set_rng_seed(4)
+        tr = poutine.trace(model.model).get_trace()
+        losses.append((float(tr.log_prob_sum().detach()), tr.nodes["Z"]["value"].clone()))
+    assert losses[0][0] == pytest.approx(losses[1][0], rel=1e-12)
+    assert torch.equal(losses[0][1], losses[1][1])
+
+
+@pytest.mark.parametrize("carrier", ["skl", "lfm", "exact-periodic", "sparse"])
+def test_any_gp_model_carries_the_physics_term(carrier):
+    """PI-SKL, PI-LFM, an ExactGP with another kernel, and the sparse GP: the same sites,
+    and a short fit moves the equation's parameters."""
+    from pyro.contrib.gp.kernels import Periodic
+
+    X, y = _ode_data(30)
+    term = pk.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=5)
+    build = {"skl": lambda: SKL(X, y, physics=term),
+             "lfm": lambda: pk.LFM(X, y, input_names=("t",), physics=term),
+             "exact-periodic": lambda: pk.ExactGP(X, y, kernel=Periodic(1), physics=term),
+             "sparse": lambda: pk.SparseGP(X, y, num_inducing=8, batch_size=10, physics=term)}
+    pyro.set_rng_seed(0)
+    model = build[carrier]()
+    assert model.physics is term and model.input_names == ("t",)
+    tr = poutine.trace(model.model).get_trace()
+    assert {"Z", "eps", "physics"} <= set(tr.nodes)
+    before = dict(model.equation_parameters())
+    pk.fit(model, num_steps=15, lr=0.05, progress=False, seed=0)
+    after = model.equation_parameters()
+    assert after["B"] != before["B"] and after["D"] != before["D"]

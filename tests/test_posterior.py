@@ -7,7 +7,7 @@ from scipy.stats import multivariate_normal
 
 from pyro_pidkl import MLP, GPPosterior, NotPositiveDefiniteError
 from pyro_pidkl.kernels import deep_kernel, se_ard
-from pyro_pidkl.posterior import jittered_cholesky
+from pyro_pidkl.gp.posterior import jittered_cholesky
 
 
 def _data(n=12, d=2, seed=0):

@@ -51,10 +51,24 @@ def test_model_code_is_the_source():
     import textwrap
 
     import pyro_pidkl as pk
-    blocks = _python_blocks("### The model is Pyro code")
+    pidkl, _, conditioned = _python_blocks("### The model is Pyro code")
     sources = [textwrap.dedent(inspect.getsource(m)) for m in
                (pk.PIDKL.model, pk.PhysicsConditionedGP.model)]
-    assert blocks == sources
+    assert [pidkl, conditioned] == sources
+
+
+def test_the_physics_term_on_another_model_runs_as_shown():
+    """The README's PI-SKL block: the same term carried by an SE-ARD GP, fitted."""
+    import pyro_pidkl as pk
+    from pyro_pidkl import physics
+
+    _, block, _ = _python_blocks("### The model is Pyro code")
+    namespace = {"pk": pk, "physics": physics, "data": pk.datasets.simulate_first_order_ode()}
+    exec(block, namespace)
+    model = namespace["pi_skl"]
+    assert isinstance(model.physics, pk.PhysicsTerm) and isinstance(model, pk.SKL)
+    result = pk.fit(model, num_steps=20, lr=0.01, seed=0, progress=False)
+    assert len(result.losses) == 20 and set(model.equation_parameters()) == {"B", "D"}
 
 
 def test_readme_is_a_front_door():

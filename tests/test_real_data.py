@@ -5,7 +5,7 @@ import pytest
 from scipy.io import savemat
 
 from pyro_pidkl import datasets
-from pyro_pidkl.datasets import burgers, cole_hopf, find_jura, jura, pm25, solve_burgers
+from pyro_pidkl.datasets import simulate_burgers, cole_hopf, find_jura, jura, pm25, solve_burgers
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_burgers_source_enters_with_the_right_sign():
 
 
 def test_burgers_task_extrapolates_in_time():
-    d = burgers(seed=0)
+    d = simulate_burgers(seed=0)
     assert d.X_train[:, 1].max() <= 1.0 and d.X_test[:, 1].min() > 1.0
     assert d.X_train.shape == (300, 2) and d.truth == {"nu": 0.05}
     with pytest.raises(ValueError, match="viscosity"):
@@ -107,7 +107,7 @@ def test_burgers_task_extrapolates_in_time():
 
 
 def test_heat_2d_solution_satisfies_the_equation():
-    from pyro_pidkl.datasets import heat_2d, solve_heat_2d
+    from pyro_pidkl.datasets import simulate_heat_2d, solve_heat_2d
 
     rng = np.random.default_rng(0)
     P = rng.uniform(0, 2, (20, 3))
@@ -118,7 +118,7 @@ def test_heat_2d_solution_satisfies_the_equation():
     assert np.abs(ft - 0.3 * lap).max() < 1e-5
     # periodic in x and y
     np.testing.assert_allclose(f(2 * np.pi, 0, 0), f(0, 0, 0), atol=1e-12)
-    d = heat_2d(n_train=100, n_test=50)
+    d = simulate_heat_2d(n_train=100, n_test=50)
     assert d.X_train.shape == (100, 3) and d.X_test.shape == (50, 3)
 
 

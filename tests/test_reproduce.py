@@ -2,12 +2,10 @@ import json
 
 import pyro
 import pytest
-import torch
 
-from pyro_pidkl.bench import time_case
-from pyro_pidkl.cli import main
-from pyro_pidkl.experiments import EXPERIMENTS
-from pyro_pidkl.reproduce import format_table, markdown_table, reproduce, run_one, summarize
+from pyro_pidkl.paper.cli import main
+from pyro_pidkl.paper.experiments import EXPERIMENTS
+from pyro_pidkl.paper.reproduce import format_table, markdown_table, reproduce, run_one, summarize
 
 KEYS = {"experiment", "method", "seed", "rmse", "nrmse", "test_lpd", "coverage95",
         "fit_seconds", "hyper"}
@@ -65,7 +63,7 @@ def test_lfm_stands_for_every_latent_force_model_and_reports_its_parameter(tmp_p
 def test_every_method_of_the_new_experiments_builds_and_predicts(name, monkeypatch):
     from conftest import reference_dir
 
-    from pyro_pidkl.experiments import EXPERIMENTS, build_model
+    from pyro_pidkl.paper.experiments import EXPERIMENTS, build_model
 
     experiment = EXPERIMENTS[name]
     if name == "pm25":
@@ -90,25 +88,6 @@ def test_cli_reproduce_and_table(tmp_path, capsys):
     assert main(["table", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
     assert "| ode | skl | 2 |" in out and "PSIS-LOO" in out
-
-
-def test_benchmark_case_reports_both_steps():
-    row = time_case(60, 5, repeats=1)
-    assert row["N"] == 60 and row["m"] == 5
-    assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
-    assert row["ratio"] == pytest.approx(row["pidkl_step_s"] / row["dkl_step_s"])
-    assert row["peak_rss_mib"] > 0
-    assert row["device"] == "cpu" and "ratio_autograd" in row
-
-
-@pytest.mark.parametrize("device", [
-    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-        not torch.cuda.is_available(), reason="no CUDA device on this machine"))])
-def test_benchmark_case_runs_on_the_device_without_the_autograd_route(device):
-    row = time_case(60, 5, repeats=1, device=device, autograd=False)
-    assert row["device"] == device and "pidkl_autograd_step_s" not in row
-    assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
-    assert ("peak_cuda_mib" in row) == (device == "cuda")
 
 
 @pytest.mark.parametrize("cv_score", ["rmse", "lpd"])

@@ -1,15 +1,16 @@
-"""Synthetic generators (our own solvers), real-data loaders (Jura, PM2.5) and loaders of
+"""Synthetic data simulated by our own solvers (``simulate_*``), real-data loaders (Jura, PM2.5) and loaders of
 reference ``.mat`` folds."""
 
 from .base import Dataset
-from .burgers import burgers, cole_hopf, solve_burgers
-from .heat2d import heat_2d, solve_heat_2d
+from .burgers import cole_hopf, simulate_burgers, solve_burgers
+from .heat2d import simulate_heat_2d, solve_heat_2d
 from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .problems import PROBLEMS, Problem, problem
 from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold, load_reference_diffusion, load_reference_ode
-from .synthetic import diffusion_1d, first_order_ode, solve_diffusion_1d, solve_first_order_ode
+from .synthetic import (simulate_diffusion_1d, simulate_first_order_ode, solve_diffusion_1d,
+                        solve_first_order_ode)
 
 __all__ = [
     "Dataset",
@@ -18,12 +19,12 @@ __all__ = [
     "PM25_INPUTS",
     "PROBLEMS",
     "Problem",
-    "burgers",
+    "simulate_burgers",
     "cole_hopf",
     "find_jura",
     "find_mocap",
     "find_pm25",
-    "heat_2d",
+    "simulate_heat_2d",
     "jura",
     "load_jura",
     "load_mocap",
@@ -33,8 +34,8 @@ __all__ = [
     "problem",
     "solve_burgers",
     "solve_heat_2d",
-    "diffusion_1d",
-    "first_order_ode",
+    "simulate_diffusion_1d",
+    "simulate_first_order_ode",
     "load_mat_fold",
     "load_paper_fold",
     "find_fold",

@@ -11,7 +11,7 @@ import numpy as np
 
 from .base import Dataset
 
-__all__ = ["heat_2d", "solve_heat_2d"]
+__all__ = ["simulate_heat_2d", "solve_heat_2d"]
 
 
 def _modes(num_modes, seed):
@@ -38,7 +38,7 @@ def solve_heat_2d(X, alpha=0.1, num_modes=12, modes_seed=0):
     return out
 
 
-def heat_2d(n_train=1000, n_test=2000, alpha=0.1, noise=0.05, t_max=1.0, seed=0):
+def simulate_heat_2d(n_train=1000, n_test=2000, alpha=0.1, noise=0.05, t_max=1.0, seed=0):
     """``n_train`` noisy and ``n_test`` noise-free points, uniform on
     :math:`[0, 2\\pi)^2 \\times [0, t_{max}]`; inputs ``x, y, t``."""
     rng = np.random.default_rng(seed)

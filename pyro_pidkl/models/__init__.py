@@ -1,11 +1,13 @@
-"""GP models: the PI-DKL hybrid and its baselines."""
+"""GP models: exact and sparse GPs that carry an optional physics term, the PI-DKL hybrid,
+its baselines, and the GP conditioned on an equation."""
 
+from .base import GPModel
 from .baselines import DKL, SKL
 from .conditioned import PhysicsConditionedGP, collocation_points
 from .exact_gp import ExactGP
 from .lfm import LFM
 from .pidkl import PIDKL
-from .variational import SparsePIDKL
+from .sparse import SparseGP, SparsePIDKL
 
-__all__ = ["DKL", "ExactGP", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL", "SparsePIDKL",
-           "collocation_points"]
+__all__ = ["DKL", "ExactGP", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
+           "SparseGP", "SparsePIDKL", "collocation_points"]

@@ -19,7 +19,7 @@ points :math:`Z` are jointly Gaussian with :math:`y`:
     \end{bmatrix}\right),
 
 with the covariances of derivatives in closed form
-(:class:`~pyro_pidkl.derivative_kernels.DerivativeKernel`). The source :math:`g` is a
+(:class:`~pyro_pidkl.kernels.derivatives.DerivativeKernel`). The source :math:`g` is a
 modelling choice: ``"zero"`` (the equation as written is the physics; :math:`\Sigma_g = 0`),
 ``"gp"`` (the paper's unknown source, :math:`\Sigma_g = \rho^2 s_g^2 R(Z, Z)` with an SE-ARD
 correlation :math:`R` and a learned amplitude), or a known function ``g(x)``. The residual
@@ -50,15 +50,18 @@ import torch
 from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..derivative_kernels import DerivativeKernel, derivative_kernel_supported
-from ..domain import Box
+from ..kernels.derivatives import DerivativeKernel, derivative_kernel_supported
+from ..physics.domain import Box
+from ..checks import positive_int
 from ..errors import NonFiniteError
-from ..kernels import deep_kernel, se_ard
-from ..nn import MLP
+from ..kernels.deep import deep_kernel
+from ..kernels.se import se_ard
+from ..kernels.features import MLP
 from ..physics.equation import Equation, source_columns
 from ..physics.linearise import linearise
-from ..posterior import cho_solve, jittered_cholesky, logdet
-from .exact_gp import ExactGP, own_parameters
+from ..gp.posterior import cho_solve, jittered_cholesky, logdet
+from ..param_scope import own_parameters
+from .exact_gp import ExactGP
 
 __all__ = ["PhysicsConditionedGP", "collocation_points"]
 
@@ -66,13 +69,11 @@ _DESIGNS = ("sobol", "grid", "random")
 
 
 def collocation_points(domain, count, design="sobol", seed=0):
-    r"""``count`` points in a resolved :class:`~pyro_pidkl.domain.Box` (user units):
+    r"""``count`` points in a resolved :class:`~pyro_pidkl.physics.domain.Box` (user units):
     ``"sobol"`` (scrambled Sobol, :class:`scipy.stats.qmc.Sobol`), ``"grid"`` (a product
     grid with :math:`\lceil count^{1/d} \rceil` points per input, so possibly more than
     ``count``) or ``"random"`` (uniform). Returns ``(M, d)``."""
-    if isinstance(count, bool) or int(count) != count or count < 1:
-        raise ValueError(f"Expected the number of collocation points to be an integer >= 1; "
-                         f"got {count!r}")
+    count = positive_int(count, "the number of collocation points")
     if design not in _DESIGNS:
         raise ValueError(f"Expected design to be one of {_DESIGNS}; got {design!r}")
     if not hasattr(domain, "low"):
@@ -110,7 +111,7 @@ class PhysicsConditionedGP(ExactGP):
     :param collocation: the number of collocation points (default 200) or a ``(M, d)``
         tensor of them in user units.
     :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
-    :param domain: where the equation holds: a :class:`~pyro_pidkl.domain.Box` (default:
+    :param domain: where the equation holds: a :class:`~pyro_pidkl.physics.domain.Box` (default:
         the data's box; give the whole domain to extrapolate).
     :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
         :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
@@ -179,9 +180,7 @@ class PhysicsConditionedGP(ExactGP):
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
             self.source_prior = source_prior
-        if int(newton_steps) != newton_steps or newton_steps < 0:
-            raise ValueError(f"Expected newton_steps to be an integer >= 0; got {newton_steps!r}")
-        self.newton_steps = int(newton_steps)
+        self.newton_steps = positive_int(newton_steps, "newton_steps", minimum=0)
         if objective not in ("conditional", "joint"):
             raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "
                              f"{objective!r}")
@@ -422,7 +421,7 @@ class JointConditional:
     ``A`` is the ``(N + M)`` joint covariance (differentiable), ``L`` its Cholesky factor,
     ``obs`` the observed vector :math:`[y_s - c;\; g(Z) - b(Z) - w_0 c]`, ``N`` the number
     of data rows. The log densities have closed-form gradients in ``A``
-    (:func:`~pyro_pidkl.posterior.cho_solve`, :func:`~pyro_pidkl.posterior.logdet`) instead
+    (:func:`~pyro_pidkl.gp.posterior.cho_solve`, :func:`~pyro_pidkl.gp.posterior.logdet`) instead
     of autograd through the Cholesky factor.
     """
 

@@ -1,12 +1,12 @@
 r"""Latent force models (Alvarez, Luengo, Lawrence 2009) as exact GPs on the shared
 machinery: the kernel is the covariance of a linear equation's solution
-(:mod:`pyro_pidkl.lfm_kernels`), evaluated in the user's units so that the learned decay or
+(:mod:`pyro_pidkl.kernels.lfm`), evaluated in the user's units so that the learned decay or
 diffusivity is the physical one; outputs are standardised as for every model.
 
 * ``equation="ode"``: :math:`f' + D f = \sum_r S_r u_r(t)` with an unknown initial value and
-  offset (:class:`~pyro_pidkl.lfm_kernels.FirstOrderLFMKernel`).
+  offset (:class:`~pyro_pidkl.kernels.lfm.FirstOrderLFMKernel`).
 * ``equation="heat"``: :math:`f_t = \alpha \nabla^2 f` with a latent initial condition
-  (:class:`~pyro_pidkl.lfm_kernels.HeatLFMKernel`), over space and time, or over space at a
+  (:class:`~pyro_pidkl.kernels.lfm.HeatLFMKernel`), over space and time, or over space at a
   fixed time when ``time`` is ``None``.
 """
 
@@ -14,7 +14,8 @@ import torch
 from pyro.contrib.gp.kernels import Warping
 from torch import nn
 
-from ..lfm_kernels import FirstOrderLFMKernel, HeatLFMKernel
+from ..kernels.lfm import FirstOrderLFMKernel, HeatLFMKernel
+from ..checks import as_inputs
 from .exact_gp import ExactGP
 
 __all__ = ["LFM"]
@@ -47,25 +48,24 @@ class LFM(ExactGP):
     :param float fixed_time: :math:`T` of the fixed-time heat kernel.
     :param float decay: initial ODE decay :math:`D`.
     :param float diffusivity: initial :math:`\alpha`.
-    Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
+    Other arguments as :class:`~pyro_pidkl.models.base.GPModel` (``physics=`` gives a
+    physics-informed LFM).
     """
 
     def __init__(self, X, y, input_names=None, equation="ode", time="t", space=None,
                  num_forces=1, origin=0.0, fixed_time=1.0, decay=1.0, diffusivity=0.1,
                  **kwargs):
-        super().__init__(X, y, input_names, **kwargs)
-        names = self.input_names
+        dtype = kwargs.get("dtype", torch.float64)
+        X_user, names = as_inputs(X, input_names, dtype)
         if time is not None and time not in names:
             raise ValueError(f"Unknown time input {time!r}; expected one of {names}")
-        self.equation_name, self.time_name, self.origin = equation, time, float(origin)
-        d, dtype = self.input_dim, self.X.dtype
-        span = lambda j: float(self.X[:, j].max() - self.X[:, j].min()) or 1.0  # noqa: E731
+        d = X_user.shape[1]
+        span = lambda j: float(X_user[:, j].max() - X_user[:, j].min()) or 1.0  # noqa: E731
         halving = 0.5 ** torch.arange(num_forces, dtype=dtype)
         if equation == "ode":
             if time is None:
                 raise ValueError("Expected a time input for equation='ode'; got time=None")
             j = names.index(time)
-            self._check_times(self.X, "X")
             base = FirstOrderLFMKernel(d, j, num_forces, decay=decay,
                                        lengthscale=span(j) * halving, origin=origin,
                                        dtype=dtype)
@@ -75,20 +75,23 @@ class LFM(ExactGP):
             if unknown or not space:
                 raise ValueError(f"Expected spatial inputs among {names}; got {space}")
             space_dims = [names.index(n) for n in space]
-            if time is not None:
-                self._check_times(self.X, "X")
             ell = torch.tensor([span(j) for j in space_dims], dtype=dtype) * halving[:, None]
             base = HeatLFMKernel(d, space_dims, None if time is None else names.index(time),
                                  time=fixed_time, num_forces=num_forces,
                                  diffusivity=diffusivity, lengthscale=ell,
                                  variance=1.0 / num_forces, dtype=dtype)
-            self.space_names = tuple(space)
         else:
             raise ValueError(f"Unknown equation {equation!r}; expected 'ode' or 'heat'")
-        self.kernel = Warping(base, iwarping_fn=ToUserUnits(self.standardizer))
+        self.equation_name, self.time_name, self.origin = equation, time, float(origin)
+        if time is not None:
+            self._check_times(X_user, "X", names)
+        super().__init__(X, y, names,
+                         kernel=lambda st: Warping(base, iwarping_fn=ToUserUnits(st)), **kwargs)
+        if equation == "heat":
+            self.space_names = tuple(space)
 
-    def _check_times(self, X, what):
-        t = X[:, self.input_names.index(self.time_name)]
+    def _check_times(self, X, what, names=None):
+        t = X[:, (names or self.input_names).index(self.time_name)]
         if (t < self.origin).any():
             raise ValueError(f"Expected {what}[:, {self.time_name!r}] >= origin {self.origin} "
                              f"(the equation starts there); got min {float(t.min()):g}")
@@ -102,11 +105,13 @@ class LFM(ExactGP):
     def equation_parameters(self):
         """The learned physical parameter: ``{"D": ...}`` for the ODE, ``{"alpha": ...}`` for
         the heat equation over time, ``{"alpha_T": ...}`` (:math:`\\alpha T`) at a fixed
-        time."""
+        time; and those of a physics term's equation, if the model carries one."""
         base = self.kernel.kern
         with torch.no_grad():
             if self.equation_name == "ode":
-                return {"D": float(base.decay)}
-            if self.time_name is None:
-                return {"alpha_T": float(base.diffusivity) * base.time}
-            return {"alpha": float(base.diffusivity)}
+                out = {"D": float(base.decay)}
+            elif self.time_name is None:
+                out = {"alpha_T": float(base.diffusivity) * base.time}
+            else:
+                out = {"alpha": float(base.diffusivity)}
+        return {**out, **super().equation_parameters()}

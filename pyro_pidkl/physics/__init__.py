@@ -1,17 +1,22 @@
 """Equations written as plain Python over a solution and its derivatives by input name."""
 
 from .derivatives import Field, Inputs
+from .domain import Box, Gaussian
 from .equation import Equation, Parameter
 from .linearise import JetField, Linearisation, linearise
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
+from .term import PhysicsTerm
 
 __all__ = [
+    "Box",
     "Equation",
+    "Gaussian",
     "Field",
     "Inputs",
     "JetField",
     "Linearisation",
     "Parameter",
+    "PhysicsTerm",
     "burgers_1d",
     "diffusion_2d",
     "first_order_ode",

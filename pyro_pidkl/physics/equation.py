@@ -140,11 +140,20 @@ class Equation(PyroModule):
         :param callable f: a differentiable function ``(m, d) -> (m,)`` in user units, or
             an object whose ``field(Z, names, allowed=, max_order=, why=, plan=)`` returns its
             :class:`~pyro_pidkl.physics.derivatives.Field` at ``Z`` (derivatives of its own,
-            e.g. :class:`~pyro_pidkl.draw.PosteriorDraw`); ``plan`` is the set of derivative
-            index tuples the last call asked for (``last_requested``), or ``None``.
+            e.g. :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw`).
         :param torch.Tensor Z: points in user units.
         :param input_names: names of the ``d`` columns (default: ``inputs``).
         :param values: parameter values overriding the current ones (e.g. the truth).
+        """
+        return self.residual_field(f, Z, input_names, max_order, why, **values)[0]
+
+    def residual_field(self, f, Z, input_names=None, max_order=float("inf"), why="",
+                       plan=None, **values):
+        """:meth:`residual` and the :class:`~pyro_pidkl.physics.derivatives.Field` it used,
+        whose ``requested`` (the derivative index tuples ``psi`` asked for) a caller can pass
+        back as ``plan`` on the next call, so that ``f`` computes them in one pass.
+
+        :returns: ``(h (m,), field)``.
         """
         names = tuple(input_names) if input_names is not None else self.inputs
         if names is None:
@@ -162,7 +171,7 @@ class Equation(PyroModule):
         with torch.enable_grad():
             if hasattr(f, "field"):  # a function that gives its own derivatives
                 field = f.field(Z, names, allowed=self.inputs, max_order=max_order, why=why,
-                                plan=getattr(self, "last_requested", None))
+                                plan=plan)
             else:
                 points = Z.detach().requires_grad_(True)
                 field = Field(f(points), points, names, allowed=self.inputs,
@@ -179,9 +188,7 @@ class Equation(PyroModule):
         if h.shape != (Z.shape[0],):
             raise ValueError(f"Expected psi {self.name!r} to return shape ({Z.shape[0]},); got "
                              f"{tuple(h.shape)}")
-        self.last_order = field.max_order_used
-        self.last_requested = frozenset(field.requested)   # column-index tuples
-        return h
+        return h, field
 
     def extra_repr(self):
         return f"name={self.name!r}, inputs={self.inputs}, parameters={self.parameter_names}"

@@ -1,0 +1,86 @@
+"""Argument checks shared by the models: training data, new inputs and counts.
+
+Each check raises a one-line error naming what was expected and what came.
+"""
+
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = ["as_inputs", "as_targets", "positive_int"]
+
+
+def positive_int(value, what, minimum=1):
+    """``value`` as an ``int`` if it is an integer ``>= minimum`` (``bool`` is refused).
+
+    :param str what: how the error names the argument, e.g. ``"m (collocation points)"``.
+    """
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and float(value).is_integer() and value >= minimum)
+    if not ok:
+        raise ValueError(f"Expected {what} to be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _to_tensor(a, dtype, what):
+    if isinstance(a, torch.Tensor):
+        t = a.detach().to(dtype)
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"Expected {what} to be an array of numbers; got {type(a).__name__}"
+                            f" ({e})") from None
+    return t
+
+
+def as_inputs(X, input_names=None, dtype=torch.float64, what="X"):
+    """Check inputs and return ``(X, input_names)``.
+
+    :param X: array-like ``(N, d)`` (a 1-D array is read as ``(N, 1)``).
+    :param input_names: names of the ``d`` columns; default ``("x0", "x1", ...)``.
+    :returns: a ``(N, d)`` tensor and a tuple of ``d`` names.
+    """
+    X = _to_tensor(X, dtype, what)
+    if X.dim() == 1:
+        X = X.unsqueeze(-1)
+    if input_names is not None:
+        input_names = (input_names,) if isinstance(input_names, str) else tuple(input_names)
+        if len(set(input_names)) != len(input_names):
+            raise ValueError(f"Expected distinct input names; got {input_names}")
+    d = X.shape[-1] if X.dim() == 2 else (len(input_names) if input_names else "d")
+    if X.dim() != 2:
+        raise ValueError(f"Expected {what} to have shape (N, {d})"
+                         + (f" for inputs {input_names}" if input_names else "")
+                         + f"; got {tuple(X.shape)}")
+    if input_names is None:
+        input_names = tuple(f"x{j}" for j in range(X.shape[1]))
+    if X.shape[1] != len(input_names):
+        raise ValueError(f"Expected {what} to have shape (N, {len(input_names)}) for inputs "
+                         f"{input_names}; got {tuple(X.shape)}")
+    if X.shape[0] == 0:
+        raise ValueError(f"Expected at least one row in {what}; got shape {tuple(X.shape)}")
+    bad = ~torch.isfinite(X)
+    if bad.any():
+        rows = torch.nonzero(bad.any(-1)).flatten()[:5].tolist()
+        raise ValueError(f"Expected finite values in {what}; got NaN/inf in {int(bad.sum())} "
+                         f"entries (first rows: {rows})")
+    return X, input_names
+
+
+def as_targets(y, N, dtype=torch.float64, what="y"):
+    """Check targets and return a ``(N,)`` tensor (``(N, 1)`` is accepted)."""
+    y = _to_tensor(y, dtype, what)
+    if y.dim() == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.dim() != 1 or y.shape[0] != N:
+        raise ValueError(f"Expected {what} to have shape ({N},) to match X; got {tuple(y.shape)}")
+    bad = ~torch.isfinite(y)
+    if bad.any():
+        rows = torch.nonzero(bad).flatten()[:5].tolist()
+        raise ValueError(f"Expected finite values in {what}; got NaN/inf in {int(bad.sum())} "
+                         f"entries (first rows: {rows})")
+    return y
+
+

@@ -1,0 +1,55 @@
+r"""Standardising training data.
+
+The GP lives on standardised inputs :math:`u = (x - m_x) / s_x` and outputs
+:math:`(y - m_y) / s_y`; :class:`Standardizer` holds the four statistics and maps both ways,
+so that equations and predictions can stay in the user's units.
+"""
+
+import torch
+from torch import nn
+
+__all__ = ["Standardizer"]
+
+
+class Standardizer(nn.Module):
+    r"""Affine maps between the user's units and the model's standardised units.
+
+    .. math:: u = (x - m_x) / s_x, \qquad f = m_y + s_y\, f_s(u)
+
+    Columns with zero spread (a single point, or a constant covariate) keep scale 1.
+
+    :param torch.Tensor X: ``(N, d)`` training inputs.
+    :param torch.Tensor y: ``(N,)`` training targets.
+    :param bool standardize: when False all four statistics are the identity.
+    """
+
+    def __init__(self, X, y, standardize=True):
+        super().__init__()
+        if standardize:
+            x_loc, x_scale = X.mean(0), X.std(0, unbiased=False)
+            y_loc, y_scale = y.mean(), y.std(unbiased=False)
+        else:
+            x_loc, x_scale = torch.zeros_like(X[0]), torch.ones_like(X[0])
+            y_loc, y_scale = torch.zeros_like(y[0]), torch.ones_like(y[0])
+        x_scale = torch.where(x_scale > 0, x_scale, torch.ones_like(x_scale))
+        y_scale = torch.where(y_scale > 0, y_scale, torch.ones_like(y_scale))
+        self.register_buffer("x_loc", x_loc)
+        self.register_buffer("x_scale", x_scale)
+        self.register_buffer("y_loc", y_loc)
+        self.register_buffer("y_scale", y_scale)
+
+    def x_to_model(self, X):
+        """``(..., d)`` user inputs to standardised inputs."""
+        return (X - self.x_loc) / self.x_scale
+
+    def y_to_model(self, y):
+        """Targets to standardised targets."""
+        return (y - self.y_loc) / self.y_scale
+
+    def f_to_user(self, f):
+        """Standardised function values to the user's units."""
+        return self.y_loc + self.y_scale * f
+
+    def var_to_user(self, var):
+        """Standardised variances to the user's units."""
+        return var * self.y_scale ** 2

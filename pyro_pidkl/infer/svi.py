@@ -1,0 +1,151 @@
+"""Training: :func:`fit` runs SVI + Adam with a progress bar and a loss history."""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import pyro
+import torch
+from pyro import poutine
+from pyro.infer import Trace_ELBO
+from pyro.infer.util import zero_grads
+from tqdm.auto import tqdm
+
+from ..checks import positive_int
+from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+
+__all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
+
+
+@dataclass
+class FitResult:
+    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``."""
+
+    losses: list = field(default_factory=list)
+    seconds: float = 0.0
+    num_steps: int = 0
+
+    @property
+    def final_loss(self):
+        return self.losses[-1] if self.losses else math.nan
+
+    def __repr__(self):
+        return (f"FitResult(num_steps={self.num_steps}, final_loss={self.final_loss:.6g}, "
+                f"seconds={self.seconds:.2f})")
+
+
+def _params_and_grads_finite(params):
+    return all(p.grad is None or torch.isfinite(p.grad).all() for p in params)
+
+
+def default_elbo(model, num_particles=1, vectorize_particles=False):
+    """The ELBO a model trains with: its ``elbo_class`` if it has one (e.g.
+    ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`), else ``Trace_ELBO``,
+    with the model's ``max_plate_nesting``."""
+    elbo_class = getattr(model, "elbo_class", Trace_ELBO)
+    return elbo_class(num_particles=int(num_particles),
+                      vectorize_particles=bool(vectorize_particles) and num_particles > 1,
+                      max_plate_nesting=getattr(model, "max_plate_nesting", 0))
+
+
+def decaying_adam(lr, lr_final, num_steps):
+    """Adam whose learning rate decays geometrically from ``lr`` to ``lr_final`` over
+    ``num_steps`` steps (``ClippedAdam`` with ``lrd``; the clipping is effectively off)."""
+    if not 0 < lr_final <= lr:
+        raise ValueError(f"Expected 0 < lr_final <= lr ({lr}); got {lr_final}")
+    lrd = (lr_final / lr) ** (1.0 / max(int(num_steps), 1))
+    return pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
+
+
+def svi_step(model, elbo, optimizer):
+    """One plain SVI step (loss and gradients, update, zeroed gradients) of ``model.model`` /
+    ``model.guide``, without :func:`fit`'s divergence checks: what the benchmarks time.
+
+    :returns: the loss (a float).
+    """
+    with poutine.trace(param_only=True) as capture:
+        loss = elbo.loss_and_grads(model.model, model.guide)
+    params = {site["value"].unconstrained() for site in capture.trace.nodes.values()}
+    optimizer(params)
+    zero_grads(params)
+    return loss
+
+
+def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=True, seed=None,
+        progress=True, optimizer=None, loss=None, guide=None, callback=None, lr_final=None):
+    r"""Maximise the ELBO of ``model.model`` / ``model.guide`` with SVI.
+
+    The global Pyro parameter store is cleared before and after the fit: the model's own
+    tensors carry its state, so several models can be fitted and compared in one process.
+    A step whose loss or gradients are NaN/inf is not applied: the fit stops with
+    :class:`~pyro_pidkl.errors.FitDivergedError` and the model keeps its last finite
+    parameters.
+
+    :param model: a model with ``model()`` and ``guide()`` methods (PIDKL, DKL, SKL, ...).
+    :param int num_steps: optimisation steps.
+    :param float lr: Adam learning rate.
+    :param int num_particles: Monte Carlo particles for :math:`Z, \epsilon`.
+    :param bool vectorize_particles: draw the particles in one vectorised pass.
+    :param int seed: if given, ``pyro.set_rng_seed(seed)`` first (bit-for-bit reruns on CPU).
+    :param bool progress: show a tqdm progress bar.
+    :param float lr_final: if given, the learning rate decays geometrically from ``lr`` to
+        ``lr_final`` over the fit (``ClippedAdam`` with ``lrd``), which quiets the final
+        iterate of a stochastic objective.
+    :param optimizer: a ``pyro.optim`` optimiser (default ``Adam({"lr": lr})``).
+    :param loss: an ELBO (default: the model's ``elbo_class`` if it has one, e.g.
+        ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`, else
+        ``Trace_ELBO``).
+    :param guide: a guide overriding ``model.guide``.
+    :param callback: ``callback(step, loss)`` after each step.
+    :returns: :class:`FitResult`.
+    """
+    num_steps = positive_int(num_steps, "num_steps", minimum=0)
+    if not (lr > 0):
+        raise ValueError(f"Expected lr > 0; got {lr}")
+    num_particles = positive_int(num_particles, "num_particles")
+    if seed is not None:
+        pyro.set_rng_seed(seed)
+    pyro.clear_param_store()
+    if optimizer is None and lr_final is not None:
+        optimizer = decaying_adam(lr, lr_final, num_steps)
+    optimizer = optimizer or pyro.optim.Adam({"lr": lr})
+    if loss is None:
+        loss = default_elbo(model, num_particles, vectorize_particles)
+    guide = guide or model.guide
+    result = FitResult()
+    start = time.perf_counter()
+    bar = tqdm(range(int(num_steps)), disable=not progress, desc=type(model).__name__,
+               leave=False, dynamic_ncols=True)
+    try:
+        for step in bar:
+            last = result.losses[-1] if result.losses else math.nan
+            advice = ("The update was not applied: the model keeps its last finite parameters "
+                      f"(last finite loss {last:.6g}). Try a smaller lr, a larger noise floor, "
+                      "or a smaller gamma.")
+            try:
+                with poutine.trace(param_only=True) as capture:
+                    value = loss.loss_and_grads(model.model, guide)
+            except (NonFiniteError, NotPositiveDefiniteError) as e:
+                for site in capture.trace.nodes.values():
+                    site["value"].unconstrained().grad = None
+                raise FitDivergedError(f"The fit diverged at step {step}: {e} {advice}",
+                                       history=result.losses, step=step) from e
+            params = {site["value"].unconstrained() for site in capture.trace.nodes.values()}
+            if not (math.isfinite(value) and _params_and_grads_finite(params)):
+                zero_grads(params)
+                raise FitDivergedError(
+                    f"The fit diverged at step {step}: the loss is {value} or a gradient is "
+                    f"NaN/inf. {advice}", history=result.losses, step=step)
+            optimizer(params)
+            zero_grads(params)
+            result.losses.append(float(value))
+            if progress and (step % 10 == 0 or step == num_steps - 1):
+                bar.set_postfix(loss=f"{value:.4g}")
+            if callback is not None:
+                callback(step, float(value))
+    finally:
+        bar.close()
+        result.seconds = time.perf_counter() - start
+        result.num_steps = len(result.losses)
+        pyro.clear_param_store()
+    return result

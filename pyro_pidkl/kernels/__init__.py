@@ -1,0 +1,13 @@
+"""Kernels on :mod:`pyro.contrib.gp.kernels`: SE-ARD, the deep kernel and its feature
+networks, latent-force kernels, and closed-form covariances of derivatives."""
+
+from .deep import WithInputs, closed_form_supported, deep_kernel, dkl_kernel, feature_map
+from .derivatives import DerivativeKernel, derivative_kernel_supported
+from .feature_jets import feature_jet
+from .features import MLP, smoothness_order
+from .lfm import FirstOrderLFMKernel, HeatLFMKernel
+from .se import batched, se_ard
+
+__all__ = ["DerivativeKernel", "FirstOrderLFMKernel", "HeatLFMKernel", "MLP", "WithInputs",
+           "batched", "closed_form_supported", "deep_kernel", "dkl_kernel", "feature_map", "derivative_kernel_supported", "feature_jet", "se_ard",
+           "smoothness_order"]

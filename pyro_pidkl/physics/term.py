@@ -1,0 +1,247 @@
+r"""The PI-DKL physics term: a part that any GP model of the library carries.
+
+For an equation :math:`\psi[f] = g` whose source :math:`g \sim GP(0, \kappa)` is unknown, a
+posterior function draw :math:`f_\epsilon` of the model is pushed through :math:`\psi` at
+random collocation points :math:`Z \sim p(Z)`, and the model's objective gains
+
+.. math::
+    \gamma\, \mathbb{E}_{p(Z)} \mathbb{E}_{p(\epsilon)}
+    \log \mathcal{N}\big(h(Z, \epsilon) \mid 0, \kappa(Z, Z)\big),
+    \qquad h(Z, \epsilon) = \psi[f_\epsilon](Z).
+
+In Pyro: two sample sites (``Z``, ``eps``) whose guide is their prior, and one factor site
+(``physics``). A model calls :meth:`PhysicsTerm.factor` in its ``model()`` with its own
+posterior draw, and :meth:`PhysicsTerm.guide` in its ``guide()``:
+
+.. code-block:: python
+
+    term = PhysicsTerm(physics.heat_1d(alpha=0.5), gamma=1.0)
+    pi_skl = SKL(X, y, input_names=("x", "t"), physics=term)       # PI-SKL
+"""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from pyro.infer.autoguide import AutoNormal
+from pyro.infer.autoguide.initialization import init_to_median, init_to_value
+from pyro.nn import PyroModule
+
+from ..checks import positive_int
+from ..errors import NonFiniteError
+from ..gp.posterior import jittered_cholesky
+from ..kernels.deep import feature_map
+from ..kernels.features import smoothness_order
+from ..kernels.se import batched, se_ard
+from ..param_scope import own_parameters
+from .domain import Box
+from .equation import Equation, source_columns
+
+__all__ = ["PhysicsTerm"]
+
+#: how the draw's noise :math:`\epsilon` is shared: one per function draw (the paper), one per
+#: collocation point (the paper's public code), or none (the posterior mean)
+DRAWS = ("function", "pointwise", "mean")
+
+
+class PhysicsTerm(PyroModule):
+    r"""The weighted physics factor of PI-DKL (module docstring), for any GP model.
+
+    :param equation: a :class:`~pyro_pidkl.physics.Equation`.
+    :param float gamma: weight :math:`\gamma \ge 0`.
+    :param int m: number of collocation points :math:`Z` per draw.
+    :param domain: :math:`p(Z)`: a :class:`~pyro_pidkl.physics.Box` (default: the box of the
+        model's training inputs) or :class:`~pyro_pidkl.physics.Gaussian`, in user units.
+    :param source_inputs: inputs of the source kernel :math:`\kappa`: ``"equation"``
+        (default, those the equation differentiates), ``"all"``, or a tuple of names.
+    :param str draw: what is pushed through :math:`\psi`: ``"function"`` (the paper: one
+        :math:`\epsilon \sim \mathcal{N}(0, 1)` per function draw
+        :math:`f_\epsilon = \mu + \epsilon\sqrt{v}`), ``"pointwise"`` (one :math:`\epsilon`
+        per collocation point, as the paper's public code) or ``"mean"`` (the posterior mean
+        :math:`\mu`; no ``eps`` site).
+    :param float source_jitter: relative nugget added to :math:`\kappa(Z, Z)`.
+    :param equation_guide: a guide over the equation's Bayesian parameters (those declared
+        with a prior); default an :class:`~pyro.infer.autoguide.AutoNormal` started at their
+        initial values.
+
+    Sites (``S`` particles when vectorised): ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or
+    ``(S, m)``, factor ``physics`` ``(S,)``; a Bayesian equation parameter ``B`` is the sample
+    site ``physics.equation.B``.
+    """
+
+    def __init__(self, equation, gamma=1.0, m=10, domain=None, source_inputs="equation",
+                 draw="function", source_jitter=1e-6, equation_guide=None):
+        super().__init__()
+        if not isinstance(equation, Equation):
+            raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
+                            f"{type(equation).__name__}")
+        try:
+            gamma = float(gamma)
+        except (TypeError, ValueError):
+            raise TypeError(f"Expected gamma to be a number; got {gamma!r}") from None
+        if not (gamma >= 0 and math.isfinite(gamma)):
+            raise ValueError(f"Expected gamma >= 0 (finite); got {gamma}")
+        if draw not in DRAWS:
+            raise ValueError(f"Expected draw to be one of {DRAWS}; got {draw!r}")
+        self.equation = equation
+        self.gamma, self.m = gamma, positive_int(m, "m (number of collocation points)")
+        self.draw, self.source_jitter = draw, float(source_jitter)
+        self._domain, self._source_inputs = domain, source_inputs
+        self._equation_guide = equation_guide
+        self.input_names = None   # set by attach()
+        self._plan = None         # the derivatives psi asked for last time
+
+    # -- binding to a model --------------------------------------------------------------
+    def attach(self, gp):
+        """Bind the term to the model ``gp`` that carries it (as ``gp.physics``): its inputs,
+        the box of its training inputs (the default domain), its standardisation (the source
+        kernel acts on standardised inputs), and how often its kernel can be differentiated.
+        Runs the equation once on a smooth function of the kernel, so that a bad equation
+        fails here rather than after minutes of training."""
+        names = gp.input_names
+        self.equation.check_inputs(names)
+        self.input_names = names
+        self.domain = (self._domain or Box()).resolve(gp.X, names)
+        cols = source_columns(self._source_inputs, self.equation, names)
+        self.source_kernel = se_ard(len(names), cols, dtype=gp.X.dtype).to(gp.X.device)
+        self._units = (gp.standardizer,)   # a tuple: the model owns the module
+        net = feature_map(gp.kernel)
+        self.max_order = smoothness_order(net) if net is not None else math.inf
+        self.why = (f" because the feature map {type(net).__name__} has a piecewise-linear or "
+                    "C1 activation (ReLU-like: autograd returns 0 for its second derivatives); "
+                    "use a smooth activation such as nn.Tanh or nn.SiLU"
+                    if math.isfinite(self.max_order) else "")
+        self._probe(gp)
+        self.bayesian_sites = tuple(f"{self.equation._pyro_name}.{n}"
+                                    for n, spec in self.equation.specs.items()
+                                    if spec.prior is not None and not spec.fixed)
+        guide = self._equation_guide
+        if guide is None and self.bayesian_sites:
+            init = {f"{self.equation._pyro_name}.{n}": spec.init.to(gp.X.dtype)
+                    for n, spec in self.equation.specs.items() if spec.prior is not None}
+            guide = AutoNormal(poutine.block(gp.model, expose=self.bayesian_sites),
+                               init_loc_fn=init_to_value(values=init, fallback=init_to_median),
+                               init_scale=0.05)
+        self.equation_guide = guide
+        return self
+
+    @own_parameters
+    def _probe(self, gp):
+        st = gp.standardizer
+        U0 = gp.X_s[:3]
+
+        def smooth(x):   # k(x, X[:3]) 1: as smooth as the model's functions
+            return gp.kernel(st.x_to_model(x), U0).sum(-1)
+        with poutine.block():
+            _, field = self.equation.residual_field(smooth, gp.X[:2], self.input_names,
+                                                    self.max_order, self.why)
+        self._plan = frozenset(field.requested)
+
+    def _apply(self, fn, *args, **kwargs):
+        # model.to(device) / .double(): the domain's tensors follow the module's
+        out = super()._apply(fn, *args, **kwargs)
+        if hasattr(self, "domain"):
+            self.domain = self.domain.apply(fn)
+        return out
+
+    # -- the pieces of the factor ----------------------------------------------------------
+    def sample_Z(self):
+        r""":math:`Z \sim p(Z)`: the ``Z`` site ``(..., m, d)``."""
+        return pyro.sample("Z", self.domain.distribution(self.m))
+
+    def sample_eps(self):
+        r""":math:`\epsilon \sim \mathcal{N}(0, 1)`: the ``eps`` site, ``(..., 1)`` per
+        function draw or ``(..., m)`` per point; with ``draw="mean"`` a zero and no site."""
+        like = self._units[0].x_loc
+        if self.draw == "mean":
+            return torch.zeros(1, dtype=like.dtype, device=like.device)
+        size = 1 if self.draw == "function" else self.m
+        zero = torch.zeros(size, dtype=like.dtype, device=like.device)
+        return pyro.sample("eps", dist.Normal(zero, 1.0).to_event(1))
+
+    def residual(self, draw, Z, eps):
+        r""":math:`h(Z, \epsilon) = \psi[f_\epsilon](Z)`, shape ``Z.shape[:-1]``.
+
+        :param callable draw: ``draw(eps (M,))`` is the model's posterior function draw
+            :math:`f_\epsilon`, a function of user-unit points ``(M, d) -> (M,)``.
+        """
+        batch, d = Z.shape[:-1], Z.shape[-1]
+        f = draw(eps.expand(batch).reshape(-1))
+        h, field = self.equation.residual_field(f, Z.reshape(-1, d), self.input_names,
+                                                self.max_order, self.why, plan=self._plan)
+        self._plan = frozenset(field.requested)
+        return h.reshape(batch)
+
+    def log_prob(self, h, Z):
+        r""":math:`\log \mathcal{N}(h \mid 0, \kappa(Z, Z))`, reduced over the ``m`` points."""
+        if not torch.isfinite(h).all():
+            bad = int((~torch.isfinite(h)).sum())
+            raise NonFiniteError(
+                f"The residual of equation {self.equation.name!r} is NaN/inf at {bad} of "
+                f"{h.numel()} collocation points (parameters: {self.equation_parameters()})")
+        Sigma = batched(self.source_kernel, self._units[0].x_to_model(Z))
+        m = Sigma.shape[-1]
+        scale = self.source_kernel.variance
+        Sigma = Sigma + (self.source_jitter * scale) * torch.eye(m, dtype=Sigma.dtype,
+                                                                 device=Sigma.device)
+        L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
+        # MultivariateNormal(0, scale_tril=L).log_prob(h), without its per-call validation
+        w = torch.linalg.solve_triangular(L, h.unsqueeze(-1), upper=False).squeeze(-1)
+        return (-0.5 * w.pow(2).sum(-1) - L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+                - 0.5 * m * math.log(2 * math.pi))
+
+    # -- model and guide ---------------------------------------------------------------------
+    def factor(self, draw):
+        r"""The ``Z`` and ``eps`` sites and the ``physics`` factor for the model's posterior
+        draw ``draw(eps) -> f_eps`` (see :meth:`residual`)."""
+        # Z ~ p(Z): m collocation points where the equation holds           (..., m, d)
+        Z = self.sample_Z()
+        # eps ~ N(0, 1): which posterior function draw f_eps = mu + eps sqrt(v)  (..., 1)
+        eps = self.sample_eps()
+        # h = psi[f_eps](Z): the draw pushed through the equation           (..., m)
+        h = self.residual(draw, Z, eps)
+        # gamma log N(h | 0, kappa(Z, Z)): the unknown source g ~ GP(0, kappa) at Z
+        pyro.factor("physics", self.gamma * self.log_prob(h, Z))
+
+    def guide(self):
+        """``Z`` and ``eps`` drawn from their priors (their log p - log q cancels exactly),
+        then the equation guide over Bayesian equation parameters, if any."""
+        self.sample_Z()
+        self.sample_eps()
+        if self.equation_guide is not None:
+            self.equation_guide()
+
+    # -- the equation's parameters -------------------------------------------------------------
+    @own_parameters
+    def equation_posterior(self, num_samples=2000, seed=0, prob=0.9):
+        r"""Posterior summary of the Bayesian equation parameters from the guide:
+        ``{name: {"mean", "median", "lower", "upper"}}`` with the central ``prob`` interval
+        (from ``num_samples`` draws of :math:`q(\theta)`)."""
+        if not self.bayesian_sites:
+            raise ValueError("No equation parameter has a prior; declare one with "
+                             "Parameter(init, prior=...) to get a posterior")
+        with torch.no_grad(), pyro.poutine.seed(rng_seed=seed):
+            draws = [poutine.trace(self.equation_guide).get_trace() for _ in range(num_samples)]
+        out = {}
+        for site in self.bayesian_sites:
+            v = torch.stack([tr.nodes[site]["value"] for tr in draws]).cpu()
+            lo, hi = torch.quantile(v, torch.tensor([(1 - prob) / 2, (1 + prob) / 2],
+                                                    dtype=v.dtype), dim=0)
+            out[site.rsplit(".", 1)[1]] = {"mean": v.mean(0).tolist(),
+                                           "median": v.median(0).values.tolist(),
+                                           "lower": lo.tolist(), "upper": hi.tolist()}
+        return out
+
+    def equation_parameters(self):
+        """Current equation parameters as ``{name: float or list}`` (posterior medians of
+        Bayesian ones)."""
+        posterior = self.equation_posterior(num_samples=501) if self.bayesian_sites else {}
+        with torch.no_grad():
+            return {name: posterior[name]["median"] if name in posterior
+                    else getattr(self.equation, name).detach().cpu().tolist()
+                    for name in self.equation.parameter_names}
+
+    def extra_repr(self):
+        return f"gamma={self.gamma}, m={self.m}, draw={self.draw!r}"

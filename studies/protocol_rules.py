@@ -1,0 +1,24 @@
+"""The rule the development-twin studies use to choose a protocol option across tasks."""
+
+import numpy as np
+
+__all__ = ["mean_rank_choice"]
+
+
+def mean_rank_choice(scores, options):
+    """Choose across tasks by mean rank: on each task rank ``options`` by score (lower is
+    better; ties in the order of ``options``), then take the lowest mean rank (ties again in
+    that order). How the development twins choose a protocol.
+
+    :param dict scores: ``{task: {option: score}}``.
+    :param options: the options, in order of preference for ties.
+    :returns: ``(chosen, {option: mean rank})``.
+    """
+    options = list(options)
+    ranks = {o: [] for o in options}
+    for task, row in scores.items():
+        order = sorted(options, key=lambda o: (row[o], options.index(o)))
+        for rank, o in enumerate(order, 1):
+            ranks[o].append(rank)
+    mean_rank = {o: float(np.mean(v)) for o, v in ranks.items()}
+    return min(options, key=lambda o: (mean_rank[o], options.index(o))), mean_rank
