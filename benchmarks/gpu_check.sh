@@ -6,7 +6,7 @@
 #
 # 1. the CUDA tests (skipped on CPU-only machines): exact, sparse and Bayesian-alpha fits on the
 #    device; closed-form derivatives against autograd there; the benchmark case there;
-# 2. `pidkl bench --device cuda`: PI-DKL and DKL steps in one process, N up to 20000;
+# 2. `benchmarks/step_time.py --device cuda`: PI-DKL and DKL steps in one process, N up to 20000;
 # 3. the exact PI-DKL fits at N = 1e4 and 2e4 of benchmarks/scale.py on the device;
 # 4. benchmarks/sparse_step.py on the device (the sparse step, physics derivatives both ways).
 # About 7 minutes on one H100 (the machine's start not counted).
@@ -22,10 +22,10 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 python3 -m pytest -q -p no:cacheprovider tests/test_variational.py tests/test_draw.py \
-    tests/test_reproduce.py -k "on_device or identical_either_way or benchmark_case" -ra 2>&1 \
+    tests/test_benchmarks.py -k "on_device or identical_either_way or benchmark_case" -ra 2>&1 \
     | tee "$OUT/tests.log"
-python3 -m pyro_pidkl bench --device cuda --repeats 15 | tee "$OUT/bench_cuda.jsonl"
-python3 -m pyro_pidkl bench --device cuda --N 5000,10000,20000 --m 100 --repeats 5 \
+python3 benchmarks/step_time.py --device cuda --repeats 15 | tee "$OUT/bench_cuda.jsonl"
+python3 benchmarks/step_time.py --device cuda --N 5000,10000,20000 --m 100 --repeats 5 \
     --no-autograd | tee -a "$OUT/bench_cuda.jsonl"
 python3 benchmarks/scale.py --N 10000,20000 --methods exact --exact-max 20000 --min-steps 300 \
     --device cuda --out "$OUT/scale_cuda.jsonl"

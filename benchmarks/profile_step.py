@@ -1,6 +1,6 @@
 """Where a PI-DKL training step spends its time, next to a DKL step (torch.profiler).
 
-The ``pidkl bench`` case (1-D heat equation, d = 2) at one ``N`` and ``m``: each model takes
+The ``benchmarks/step_time.py`` case (1-D heat equation, d = 2) at one ``N`` and ``m``: each model takes
 3 warm-up steps, then 3 profiled steps; per model it prints the op calls per step in all and
 the ops with the most self CPU time, with calls and milliseconds per step. With ``--shapes``
 it then lists the ops on large arrays (an operand of >= N m elements) whose calls per step

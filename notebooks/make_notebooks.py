@@ -53,7 +53,7 @@ NOTEBOOKS = {
                  "pyro.set_rng_seed(0)\n"
                  "model = pk.PIDKL(data.X_train, data.y_train, eq, gamma=1.0, m=10,\n"
                  "                 domain=pk.Box(t=(0.0, 1.0)))\n"
-                 "result = pk.fit(model, num_steps=STEPS, lr=0.01)\n"
+                 "result = pk.fit(model, num_steps=STEPS, lr=0.01, progress=False)\n"
                  "plt.figure(figsize=(5, 3)); plt.plot(result.losses); plt.ylabel('-ELBO');"
                  " plt.xlabel('step');\nmodel.equation_parameters()"),
         ("md", "## Baseline without physics\nThe same deep kernel without the physics term "
@@ -124,7 +124,7 @@ NOTEBOOKS = {
                  "                 domain=pk.Box(t=(0.0, 6.0)))\n"
                  "traj = []\n"
                  "pk.fit(model, num_steps=STEPS, lr=0.01, num_particles=4,\n"
-                 "       callback=lambda s, l: traj.append(model.equation_parameters()))\n"
+                 "       progress=False, callback=lambda s, l: traj.append(model.equation_parameters()))\n"
                  "print('learned', model.equation_parameters(), ' truth omega=2, zeta=0.3')"),
         ("code", "fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3))\n"
                  "a.plot([p['omega'] for p in traj], label='omega'); "
@@ -149,7 +149,7 @@ NOTEBOOKS = {
                "marginal likelihood under that conditioned prior, and `coefficient_intervals` "
                "gives Laplace intervals."),
         ("code", "pc = pk.PhysicsConditionedGP(t, y, make_equation(), domain=pk.Box(t=(0.0, 6.0)))\n"
-                 "pk.fit(pc, num_steps=STEPS, lr=0.01, seed=0)\n"
+                 "pk.fit(pc, num_steps=STEPS, lr=0.01, seed=0, progress=False)\n"
                  "print('learned', pc.equation_parameters(), ' truth omega=2, zeta=0.3')\n"
                  "pc.coefficient_intervals(prob=0.9)"),
         ("code", "mean_pc, var_pc = pc(t_test)\n"

@@ -4,27 +4,47 @@ Subpackages: :mod:`~pyro_pidkl.gp` (posterior, standardiser, posterior draws),
 :mod:`~pyro_pidkl.kernels`, :mod:`~pyro_pidkl.physics` (equations, the physics term),
 :mod:`~pyro_pidkl.models`, :mod:`~pyro_pidkl.infer`, :mod:`~pyro_pidkl.diagnostics`,
 :mod:`~pyro_pidkl.datasets`. The paper's study (:mod:`pyro_pidkl.paper`) is not imported.
+
+The names below load on first use (PEP 562), so that ``pidkl --help`` need not import torch.
 """
 
-from . import datasets, diagnostics, gp, infer, kernels, models, physics
-from .diagnostics import coverage, crps, nrmse, rmse, test_log_predictive_density
-from .errors import FitDivergedError, NotPositiveDefiniteError, PIDKLError
-from .gp import GPPosterior, PosteriorDraw, cho_solve, logdet, quad_diag
-from .infer import (CVResult, Ensemble, FitResult, cross_validate, fit, fit_restarts,
-                    holdout_split, kfold_splits, training_objective)
-from .kernels import MLP, feature_jet
-from .models import (DKL, LFM, PIDKL, SKL, ExactGP, PhysicsConditionedGP, SparseGP,
-                     SparsePIDKL, collocation_points)
-from .physics import Box, Equation, Gaussian, Parameter, PhysicsTerm
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Box", "CVResult", "DKL", "Ensemble", "Equation", "ExactGP", "FitDivergedError",
-    "FitResult", "GPPosterior", "Gaussian", "LFM", "MLP", "NotPositiveDefiniteError",
-    "PIDKL", "PIDKLError", "Parameter", "PhysicsConditionedGP", "PhysicsTerm", "PosteriorDraw",
-    "SKL", "SparseGP", "SparsePIDKL", "__version__", "cho_solve", "collocation_points", "coverage",
-    "cross_validate", "crps", "datasets", "diagnostics", "feature_jet", "fit", "fit_restarts",
-    "gp", "holdout_split", "infer", "kernels", "kfold_splits", "logdet", "models", "nrmse",
-    "physics", "quad_diag", "rmse", "test_log_predictive_density", "training_objective",
-]
+#: public name -> the subpackage that defines it
+_SOURCES = {
+    "coverage": "diagnostics", "crps": "diagnostics", "nrmse": "diagnostics",
+    "relative_l2_error": "diagnostics", "rmse": "diagnostics",
+    "test_log_predictive_density": "diagnostics",
+    "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
+    "GPPosterior": "gp", "PosteriorDraw": "gp", "cho_solve": "gp", "logdet": "gp",
+    "quad_diag": "gp",
+    "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "cross_validate": "infer",
+    "fit": "infer", "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
+    "training_objective": "infer",
+    "MLP": "kernels", "feature_jet": "kernels",
+    "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
+    "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",
+    "SparsePIDKL": "models", "collocation_points": "models",
+    "Box": "physics", "Equation": "physics", "Gaussian": "physics", "Parameter": "physics",
+    "PhysicsTerm": "physics",
+}
+_SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
+
+__all__ = sorted([*_SOURCES, *_SUBPACKAGES, "__version__"])
+
+
+def __getattr__(name):
+    if name in _SUBPACKAGES:
+        module = importlib.import_module(f".{name}", __name__)
+    elif name in _SOURCES:
+        module = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'pyro_pidkl' has no attribute {name!r}")
+    globals()[name] = module
+    return module
+
+
+def __dir__():
+    return __all__

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["as_inputs", "as_targets", "positive_int"]
+__all__ = ["as_inputs", "as_targets", "equation_input_names", "positive_int"]
 
 
 def positive_int(value, what, minimum=1):
@@ -28,7 +28,7 @@ def _to_tensor(a, dtype, what):
         t = a.detach().to(dtype)
     else:
         try:
-            t = torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype)
+            t = torch.as_tensor(np.array(a, dtype=np.float64), dtype=dtype)
         except (TypeError, ValueError) as e:
             raise TypeError(f"Expected {what} to be an array of numbers; got {type(a).__name__}"
                             f" ({e})") from None
@@ -84,3 +84,23 @@ def as_targets(y, N, dtype=torch.float64, what="y"):
     return y
 
 
+def equation_input_names(X, input_names, equation):
+    """The input names of data ``X`` for a model of ``equation``: ``input_names`` when
+    given; the columns of a table (a ``pandas.DataFrame``); the equation's one input when
+    ``X`` has one column; otherwise ``None`` (the default ``x0, x1, ...``) or, when ``X``
+    has as many columns as the equation has inputs, an error asking for them: the column
+    order is never guessed."""
+    if input_names is not None:
+        return input_names
+    columns = getattr(X, "columns", None)
+    if columns is not None:
+        return tuple(str(c) for c in columns)
+    shape = getattr(X, "shape", None)
+    ncol = shape[1] if shape is not None and len(shape) == 2 else 1
+    inputs = equation.inputs
+    if inputs is not None and len(inputs) == 1 and ncol == 1:
+        return inputs
+    if inputs is not None and ncol == len(inputs):
+        raise ValueError(f"Expected input_names for the {ncol} columns of X (the equation "
+                         f"uses {inputs}; the column order cannot be guessed)")
+    return None

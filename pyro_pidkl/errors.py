@@ -17,10 +17,11 @@ class FitDivergedError(PIDKLError, RuntimeError):
     """The loss or its gradients became NaN/inf during a fit.
 
     The parameter update of the failing step is *not* applied, so the model keeps the
-    parameters of the last finite step; ``history`` holds the losses seen so far.
+    parameters of the last finite step; ``history`` holds the losses seen so far, ``step``
+    the failing step and ``cause`` the error that stopped it (if any).
     """
 
-    def __init__(self, message, history=None, step=None):
+    def __init__(self, message, history=None, step=None, cause=None):
         super().__init__(message)
         self.history = [] if history is None else list(history)
-        self.step = step
+        self.step, self.cause = step, cause

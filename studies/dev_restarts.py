@@ -37,7 +37,8 @@ def _with_twin_choice(task):
     and ``studies/dev_diffusion_family.py``)."""
     import dataclasses
 
-    from pyro_pidkl.paper.experiments import EXPERIMENTS, TWIN_CHOICE
+    from protocol_rules import TWIN_CHOICE
+    from pyro_pidkl.paper.experiments import EXPERIMENTS
     e = EXPERIMENTS[task]
     EXPERIMENTS[task] = dataclasses.replace(
         e, protocol=dataclasses.replace(e.protocol, fixed=TWIN_CHOICE))

@@ -244,7 +244,7 @@ def test_relu_feature_map_under_second_order_equation_is_refused():
     X, y = _heat_data()
     relu = pk.MLP(2, activation=nn.ReLU)
     with pytest.raises(ValueError, match="order 2.*ReLU-like.*nn.Tanh"):
-        PIDKL(X, y, physics.heat_1d(), feature_net=relu)
+        PIDKL(X, y, physics.heat_1d(), input_names=("x", "t"), feature_net=relu)
     # a first-order equation is fine with ReLU
     Xo, yo = _ode_data()
     PIDKL(Xo, yo, physics.first_order_ode(), feature_net=pk.MLP(1, activation=nn.ReLU))
@@ -254,10 +254,10 @@ def test_unknown_names_inside_psi_fail_at_construction():
     X, y = _heat_data()
     eq = physics.Equation(lambda f, x: f.d("z"), inputs=("x", "t"))
     with pytest.raises(ValueError, match="Unknown input name 'z'"):
-        PIDKL(X, y, eq)
+        PIDKL(X, y, eq, input_names=("x", "t"))
     eq = physics.Equation(lambda f, x: x["z"], inputs=("x", "t"))
     with pytest.raises(KeyError, match="Unknown input name 'z'"):
-        PIDKL(X, y, eq)
+        PIDKL(X, y, eq, input_names=("x", "t"))
 
 
 class _Collapse(nn.Module):

@@ -42,7 +42,9 @@ def test_reproduce_writes_records_table_and_figure(tmp_path):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert {r["experiment"] for r in saved} == {"ode", "diffusion"} and len(saved) == 7
     assert (tmp_path / "diffusion.png").exists()
-    assert markdown_table(saved).count("\n") == 1 + 4
+    table = markdown_table(saved)
+    assert table.count("\n") == 1 + 4 + 2   # header, rule, 4 rows; the steps footnote
+    assert "| ode | pidkl [4 steps*] | 2 |" in table and "not a protocol result" in table
 
 
 def test_reproduce_rejects_unknown_names(tmp_path):
@@ -87,7 +89,7 @@ def test_cli_reproduce_and_table(tmp_path, capsys):
     assert "skl" in out and "results.json" in out
     assert main(["table", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
-    assert "| ode | skl | 2 |" in out and "PSIS-LOO" in out
+    assert "| ode | skl [3 steps*] | 2 |" in out and "PSIS-LOO" in out
 
 
 @pytest.mark.parametrize("cv_score", ["rmse", "lpd"])

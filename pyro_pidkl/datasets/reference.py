@@ -21,7 +21,11 @@ def _load(path, keys):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No such data file: {path}")
-    data = loadmat(path)
+    try:
+        data = loadmat(path)
+    except (ValueError, TypeError, OSError, NotImplementedError) as e:
+        raise ValueError(f"Expected {path} to be a MATLAB .mat file with {list(keys)}; it cannot "
+                         f"be read ({str(e).splitlines()[0]})") from None
     missing = [k for k in keys if k not in data]
     if missing:
         have = sorted(k for k in data if not k.startswith("__"))

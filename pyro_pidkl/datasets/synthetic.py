@@ -12,6 +12,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.sparse import diags
 
+from ..checks import positive_int
 from .base import Dataset
 
 __all__ = ["simulate_diffusion_1d", "simulate_first_order_ode", "solve_diffusion_1d", "solve_first_order_ode"]
@@ -32,6 +33,13 @@ def simulate_first_order_ode(n=1001, t_max=1.0, train_until=0.1, B=1.0, D=1.0, f
                     name="1stODE", source_text="sin(2 pi t) exp(-t)"):
     """The paper's 1stODE extrapolation task (noise free); ``source`` (a function of ``t``,
     described by ``source_text``), ``B``, ``D`` and ``f0`` make other instances of it."""
+    n = positive_int(n, "n (time points)", minimum=2)
+    for name_, value in (("t_max", t_max), ("train_until", train_until), ("B", B), ("D", D),
+                         ("f0", f0)):
+        if not (isinstance(value, (int, float, np.floating)) and np.isfinite(value)):
+            raise ValueError(f"Expected {name_} to be a finite number; got {value!r}")
+    if not 0 < train_until <= t_max:
+        raise ValueError(f"Expected 0 < train_until <= t_max ({t_max}); got {train_until}")
     t = np.linspace(0.0, t_max, n)
     f = solve_first_order_ode(t, B, D, f0, source)
     train = t < train_until - 1e-12

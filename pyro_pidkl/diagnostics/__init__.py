@@ -3,7 +3,8 @@
 from . import plots
 from .arviz_tools import compare, exact_loo, loo, to_datatree
 from .calibration import LEVELS, pit, predictive_scores
-from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
+from .metrics import (coverage, crps, nrmse, relative_l2_error, rmse,
+                      test_log_predictive_density)
 
-__all__ = ["LEVELS", "compare", "coverage", "crps", "exact_loo", "loo", "nrmse", "pit", "plots",
+__all__ = ["LEVELS", "compare", "coverage", "crps", "exact_loo", "loo", "nrmse", "pit", "plots", "relative_l2_error",
            "predictive_scores", "rmse", "test_log_predictive_density", "to_datatree"]

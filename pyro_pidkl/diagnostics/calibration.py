@@ -10,7 +10,8 @@ r"""Held-out scores of a Gaussian predictive :math:`y_* \sim \mathcal{N}(\mu_*, 
 import numpy as np
 from scipy import stats
 
-from .metrics import coverage, crps, nrmse, rmse, test_log_predictive_density
+from .metrics import (coverage, crps, nrmse, relative_l2_error, rmse,
+                      test_log_predictive_density)
 
 __all__ = ["LEVELS", "pit", "predictive_scores"]
 
@@ -27,13 +28,14 @@ def pit(mean, var, y):
 def predictive_scores(mean, var, y, levels=LEVELS):
     """Held-out scores of a Gaussian predictive ``N(mean, var)`` (var of y, noise included).
 
-    :returns: dict with ``rmse``, ``nrmse``, ``test_lpd``, ``crps``, ``coverage``
+    :returns: dict with ``rmse``, ``nrmse`` (RMSE / sd of y), ``relative_l2``, ``test_lpd``, ``crps``, ``coverage``
         ({level: fraction}),
         ``pit_ks_stat`` and ``pit_ks_pvalue`` (KS test of PIT uniformity).
     """
     u = pit(mean, var, y)
     ks = stats.kstest(u, "uniform")
     return {"rmse": rmse(mean, y), "nrmse": nrmse(mean, y),
+            "relative_l2": relative_l2_error(mean, y),
             "test_lpd": test_log_predictive_density(mean, var, y), "crps": crps(mean, var, y),
             "coverage": {float(lv): coverage(mean, var, y, lv) for lv in levels},
             "pit_ks_stat": float(ks.statistic), "pit_ks_pvalue": float(ks.pvalue)}

@@ -1,7 +1,8 @@
 r"""Held-out scores of a Gaussian predictive :math:`\mathcal{N}(\hat y_i, s_i^2)`.
 
 * ``rmse``: :math:`\sqrt{\tfrac1n \sum_i (\hat y_i - y_i)^2}`
-* ``nrmse``: :math:`\|\hat y - y\|_2 / \|y\|_2` (relative L2 error)
+* ``nrmse``: :math:`\mathrm{RMSE} / \mathrm{sd}(y)` (the paper's code);
+* ``relative_l2_error``: :math:`\|\hat y - y\|_2 / \|y\|_2`
 * ``test_log_predictive_density``: :math:`\tfrac1n \sum_i \log \mathcal{N}(y_i \mid \hat y_i, s_i^2)`
 * ``coverage``: fraction of :math:`y_i` inside the central ``level`` interval
 * ``crps``: mean continuous ranked probability score (lower is better; in units of y)
@@ -11,7 +12,8 @@ import math
 
 import torch
 
-__all__ = ["coverage", "crps", "nrmse", "rmse", "test_log_predictive_density"]
+__all__ = ["coverage", "crps", "nrmse", "relative_l2_error", "rmse",
+           "test_log_predictive_density"]
 
 
 def _t(a):
@@ -24,7 +26,14 @@ def rmse(mean, y):
 
 
 def nrmse(mean, y):
-    """Relative L2 error ``||mean - y|| / ||y||``."""
+    r"""Normalised RMSE, :math:`\mathrm{RMSE} / \mathrm{sd}(y)` (the population standard
+    deviation of the targets), as the paper's code computes it: 1 is the error of predicting
+    the targets' mean everywhere."""
+    return rmse(mean, y) / float(_t(y).std(unbiased=False))
+
+
+def relative_l2_error(mean, y):
+    r"""Relative L2 error :math:`\|\mu - y\| / \|y\|` (depends on the targets' offset)."""
     return float((_t(mean) - _t(y)).norm() / _t(y).norm())
 
 

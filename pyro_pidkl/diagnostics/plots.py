@@ -40,7 +40,7 @@ def bands_1d(data, predictions, path, title=""):
     axes[0, 0].legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -76,7 +76,7 @@ def maps_2d(data, predictions, path, title=""):
             fig.colorbar(im, ax=ax, fraction=0.046)
     fig.suptitle(title + " (red: training points)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -117,19 +117,21 @@ def calibration(scores, pits, path, title=""):
     bx.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
 
 def comparison(summary_rows, path, title=""):
-    """Bars of median nRMSE and median test log predictive density per method (spread as
-    error bars, min to max over seeds or splits), as the paper's Fig. 4/5."""
+    """Bars of median nRMSE (RMSE / sd of the test targets) and median test log predictive
+    density per method (spread as error bars, min to max over seeds or splits), as the
+    paper's Fig. 4/5. Rows without nRMSE (records older than it) are left out."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    names = [r["method"].upper() for r in summary_rows]
+    summary_rows = [r for r in summary_rows if "nrmse" in r]
+    names = [r.get("label", r["method"]).upper() for r in summary_rows]
     for ax, key, label in zip(axes, ("nrmse", "test_lpd"),
-                                ("test nRMSE", "mean test log predictive density")):
+                                ("test nRMSE (RMSE / sd)", "mean test log predictive density")):
         med = np.array([r[key][0] for r in summary_rows])
         lo = med - np.array([r[key][1] for r in summary_rows])
         hi = np.array([r[key][2] for r in summary_rows]) - med
@@ -139,6 +141,6 @@ def comparison(summary_rows, path, title=""):
         ax.tick_params(axis="x", labelrotation=45, labelsize=7)
     fig.suptitle(textwrap.fill(title, 110), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path

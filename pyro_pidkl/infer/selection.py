@@ -8,7 +8,6 @@ score wins. Configurations run on several processes with ``jobs > 1``.
 
 import itertools
 import math
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 import multiprocessing
@@ -107,13 +106,13 @@ def cross_validate(build, X, y, grid, splits=None, score="rmse", jobs=1, fit_kwa
     configs = grid_configs(grid)
     fit_kwargs = dict(fit_kwargs or {})
     tasks = [(c, s) for c in configs for s in splits]
+    jobs = positive_int(jobs, "jobs")
     if jobs == 1:
         outs = [_run_one(build, X, y, tr, va, c, fit_kwargs, 0) for c, (tr, va) in tasks]
-    else:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+    else:   # one torch thread per worker: several threads each on few cores slow down 5-15x
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_run_one, build, X, y, tr, va, c, fit_kwargs, threads)
+            futures = [pool.submit(_run_one, build, X, y, tr, va, c, fit_kwargs, 1)
                        for c, (tr, va) in tasks]
             outs = [f.result() for f in futures]
     table = []

@@ -9,7 +9,7 @@ import torch
 from pyro import poutine
 from pyro.infer import Trace_ELBO
 from pyro.infer.util import zero_grads
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ..checks import positive_int
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
@@ -86,7 +86,10 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
     :param float lr: Adam learning rate.
     :param int num_particles: Monte Carlo particles for :math:`Z, \epsilon`.
     :param bool vectorize_particles: draw the particles in one vectorised pass.
-    :param int seed: if given, ``pyro.set_rng_seed(seed)`` first (bit-for-bit reruns on CPU).
+    :param int seed: if given, ``pyro.set_rng_seed(seed)`` first: the fit's draws (``Z``,
+        ``eps``, minibatches) repeat bit for bit on CPU from the same initial model. The
+        initial network weights are drawn when the model is built: give the model its own
+        ``seed=`` (or call ``pyro.set_rng_seed`` before building it) to repeat those too.
     :param bool progress: show a tqdm progress bar.
     :param float lr_final: if given, the learning rate decays geometrically from ``lr`` to
         ``lr_final`` over the fit (``ClippedAdam`` with ``lrd``), which quiets the final
@@ -128,8 +131,13 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
             except (NonFiniteError, NotPositiveDefiniteError) as e:
                 for site in capture.trace.nodes.values():
                     site["value"].unconstrained().grad = None
-                raise FitDivergedError(f"The fit diverged at step {step}: {e} {advice}",
-                                       history=result.losses, step=step) from e
+                # Pyro appends its trace-shape table to errors raised in a model: keep the
+                # first line; the original error stays on .cause
+                cause = str(e).split("\n")[0]
+                error = FitDivergedError(f"The fit diverged at step {step}: {cause} {advice}",
+                                         history=result.losses, step=step)
+                error.cause = e
+                raise error from None
             params = {site["value"].unconstrained() for site in capture.trace.nodes.values()}
             if not (math.isfinite(value) and _params_and_grads_finite(params)):
                 zero_grads(params)

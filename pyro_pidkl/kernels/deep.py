@@ -7,6 +7,7 @@ import torch
 from pyro.contrib.gp.kernels import RBF, Warping
 from torch import nn
 
+from ..checks import positive_int
 from .features import MLP
 
 __all__ = ["WithInputs", "closed_form_supported", "deep_kernel", "dkl_kernel", "feature_map",
@@ -60,7 +61,7 @@ def closed_form_supported(kernel):
 
 
 def dkl_kernel(input_dim, feature_net=None, feature_dim=None, skip_inputs=False,
-               dtype=torch.float64):
+               dtype=torch.float64, seed=None):
     r"""The deep kernel of DKL and PI-DKL on ``input_dim`` standardised inputs.
 
     :param feature_net: an ``nn.Module`` ``(N, d) -> (N, feature_dim)``; default the paper's
@@ -69,9 +70,14 @@ def dkl_kernel(input_dim, feature_net=None, feature_dim=None, skip_inputs=False,
     :param bool skip_inputs: SE-ARD kernel on :math:`[\phi(u), u]` (features and the
         standardised inputs) instead of :math:`\phi(u)`: a stationary part whose variance
         returns to the prior away from the data.
+    :param int seed: draw the default network's initial weights from this seed (default:
+        from torch's global random state, e.g. ``pyro.set_rng_seed`` beforehand).
     """
     if feature_net is None:
-        feature_net = MLP(input_dim, feature_dim or 20, dtype=dtype)
+        with torch.random.fork_rng(devices=[], enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(positive_int(seed, "seed", minimum=0))
+            feature_net = MLP(input_dim, feature_dim or 20, dtype=dtype)
     if not isinstance(feature_net, nn.Module):
         raise TypeError(f"Expected feature_net to be a torch.nn.Module; got "
                         f"{type(feature_net).__name__}")

@@ -17,7 +17,7 @@ from pyro.contrib.gp.kernels import Kernel
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
-from ..checks import as_inputs, as_targets
+from ..checks import as_inputs, as_targets, equation_input_names
 from ..gp.standardise import Standardizer
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
@@ -31,8 +31,10 @@ class GPModel(PyroModule):
 
     :param X: ``(N, d)`` training inputs (user units).
     :param y: ``(N,)`` training targets.
-    :param input_names: names of the ``d`` inputs (default: the physics term's equation's
-        inputs when it declares all ``d`` of them, else ``x0, x1, ...``).
+    :param input_names: names of the ``d`` inputs; default the columns of a
+        ``pandas.DataFrame``, or with a physics term the equation's input when ``X`` has one
+        column, else ``x0, x1, ...``; never guessed when the order could be wrong (an
+        equation over several inputs needs them).
     :param kernel: a :mod:`pyro.contrib.gp` kernel on standardised inputs, or a function
         ``standardizer -> kernel`` (for kernels that need the data's units); default an
         SE-ARD kernel on all inputs.
@@ -63,11 +65,10 @@ class GPModel(PyroModule):
         if physics is not None and not isinstance(physics, PhysicsTerm):
             raise TypeError(f"Expected physics to be a pyro_pidkl.physics.PhysicsTerm or None; "
                             f"got {type(physics).__name__}")
-        if input_names is None and physics is not None and physics.equation.inputs:
-            shape = getattr(X, "shape", None)
-            ncol = shape[1] if shape is not None and len(shape) == 2 else 1
-            if ncol == len(physics.equation.inputs):
-                input_names = physics.equation.inputs
+        if physics is not None:
+            input_names = equation_input_names(X, input_names, physics.equation)
+        elif input_names is None and getattr(X, "columns", None) is not None:
+            input_names = tuple(str(c) for c in X.columns)
         X, self.input_names = as_inputs(X, input_names, dtype)
         y = as_targets(y, X.shape[0], dtype)
         if not noise_floor >= 0:

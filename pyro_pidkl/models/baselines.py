@@ -32,13 +32,13 @@ class DKL(ExactGP):
 
     .. math:: k(x, x') = s^2 \exp\big(-\|\phi(x) - \phi(x')\|^2 / (2 l^2)\big)
 
-    :param feature_net: the feature map; ``feature_dim``, ``skip_inputs``: as
-        :func:`~pyro_pidkl.kernels.dkl_kernel`.
+    :param feature_net: the feature map; ``feature_dim``, ``skip_inputs``, ``seed`` (the
+        network's initial weights): as :func:`~pyro_pidkl.kernels.dkl_kernel`.
     Other arguments as :class:`~pyro_pidkl.models.base.GPModel` (without ``kernel``).
     """
 
     def __init__(self, X, y, input_names=None, feature_net=None, feature_dim=None,
-                 skip_inputs=False, **kwargs):
+                 skip_inputs=False, seed=None, **kwargs):
         kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs,
-                            dtype=kwargs.get("dtype", torch.float64))
+                            dtype=kwargs.get("dtype", torch.float64), seed=seed)
         super().__init__(X, y, input_names, kernel=kernel, **kwargs)

@@ -52,7 +52,7 @@ from torch.distributions import constraints
 
 from ..kernels.derivatives import DerivativeKernel, derivative_kernel_supported
 from ..physics.domain import Box
-from ..checks import positive_int
+from ..checks import equation_input_names, positive_int
 from ..errors import NonFiniteError
 from ..kernels.deep import deep_kernel
 from ..kernels.se import se_ard
@@ -148,7 +148,7 @@ class PhysicsConditionedGP(ExactGP):
             raise ValueError("PhysicsConditionedGP learns equation parameters by the marginal "
                              "likelihood; declare them without a prior (coefficient_intervals() "
                              "gives a Laplace interval)")
-        input_names = _input_names(X, input_names, equation)
+        input_names = equation_input_names(X, input_names, equation)
         super().__init__(X, y, input_names, **kwargs)
         equation.check_inputs(self.input_names)
         self.equation = equation
@@ -538,19 +538,3 @@ def _as_points(Z, input_names, dtype):
     if not torch.isfinite(Z).all():
         raise ValueError("Expected finite collocation points; got NaN/inf")
     return Z, input_names
-
-
-def _input_names(X, input_names, equation):
-    """The input names: given, or the equation's when the data have one column and the
-    equation one input; otherwise an error asking for them (never guessed from the column
-    count alone when the order could be wrong)."""
-    if input_names is not None:
-        return input_names
-    shape = getattr(X, "shape", None)
-    ncol = shape[1] if shape is not None and len(shape) == 2 else 1
-    if equation.inputs is not None and len(equation.inputs) == 1 and ncol == 1:
-        return equation.inputs
-    if equation.inputs is not None and ncol == len(equation.inputs):
-        raise ValueError(f"Expected input_names for the {ncol} columns of X (the equation "
-                         f"uses {equation.inputs}; the column order cannot be guessed)")
-    return None

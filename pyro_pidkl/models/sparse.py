@@ -265,17 +265,17 @@ class SparsePIDKL(SparseGP):
     :param equation: a :class:`~pyro_pidkl.physics.Equation`.
     :param gamma, m, domain, source_inputs, draw, source_jitter, equation_guide: the physics
         term's.
-    :param feature_net, feature_dim, skip_inputs: the deep kernel's
-        (:func:`~pyro_pidkl.kernels.dkl_kernel`).
+    :param feature_net, feature_dim, skip_inputs, seed: the deep kernel's
+        (:func:`~pyro_pidkl.kernels.dkl_kernel`; ``seed`` fixes the network's initial weights).
     Other arguments as :class:`SparseGP`.
     """
 
     def __init__(self, X, y, equation, input_names=None, gamma=1.0, m=10, domain=None,
                  source_inputs="equation", draw="function", source_jitter=1e-6,
                  equation_guide=None, feature_net=None, feature_dim=None, skip_inputs=False,
-                 **kwargs):
+                 seed=None, **kwargs):
         physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
                               equation_guide)
         kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs,
-                            dtype=kwargs.get("dtype", torch.float64))
+                            dtype=kwargs.get("dtype", torch.float64), seed=seed)
         super().__init__(X, y, input_names, kernel=kernel, physics=physics, **kwargs)

@@ -16,8 +16,9 @@ import numpy as np
 import pyro
 import torch
 
+from ..checks import positive_int
 from ..diagnostics.arviz_tools import exact_loo, loo, to_datatree
-from ..diagnostics.calibration import pit, predictive_scores
+from ..diagnostics.calibration import LEVELS, pit, predictive_scores
 from ..infer.restarts import Ensemble, fit_restarts, restart_seed
 from .experiments import (EXPERIMENTS, RESTART_METHODS, VARIANT_CONFIG, VARIANTS,
                           build_model)
@@ -25,12 +26,30 @@ from ..infer.svi import fit
 from ..models import PhysicsConditionedGP, SparsePIDKL
 from ..infer.selection import cross_validate, grid_configs, holdout_split, kfold_splits
 
-__all__ = ["calibration_markdown", "format_table", "markdown_table", "reproduce", "run_one",
-           "summarize"]
+__all__ = ["calibration_markdown", "format_table", "markdown_table", "read_records", "reproduce",
+           "run_one", "summarize"]
 
 
 def _build_for_cv(X, y, experiment_name, input_names, **config):
     return build_model("pidkl", EXPERIMENTS[experiment_name], X, y, input_names, **config)
+
+
+def _fixed_config(experiment, method):
+    """The PI-DKL configuration a method runs without cross-validation, or ``None``."""
+    p = experiment.protocol
+    if method in ("pidkl",) + RESTART_METHODS and p.fixed is not None:  # decided beforehand
+        return dict(p.fixed)
+    if method in VARIANTS:     # full-VI variants: fixed gamma and m, no cross-validation
+        return dict(VARIANT_CONFIG)
+    if method in ("pidkl", "pidkl-cv") and len(grid_configs(p.grid)) == 1:
+        return grid_configs(p.grid)[0]   # a one-point grid: nothing to choose
+    return None
+
+
+def _cross_validated(experiment, method):
+    """Whether ``method`` chooses gamma and m by cross-validation on the training data."""
+    cv_method = method == "pidkl-cv" or (method == "pidkl" and experiment.protocol.fixed is None)
+    return cv_method and _fixed_config(experiment, method) is None
 
 
 def _splits(experiment, data, seed):
@@ -63,23 +82,14 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
              "num_particles": p.num_particles}
     config = {}
     cv_seconds = 0.0
-    cross_validated = method == "pidkl-cv" or (method == "pidkl" and p.fixed is None)
-    configs = grid_configs(p.grid) if cross_validated else []
     if method in RESTART_METHODS and p.fixed is None:
         raise ValueError(f"Method {method!r} restarts the fixed PI-DKL configuration; "
                          f"experiment {experiment_name!r} has none (Protocol.fixed)")
-    if method in ("pidkl",) + RESTART_METHODS and p.fixed is not None:  # decided beforehand
-        fixed = dict(p.fixed)
-    elif method in VARIANTS:     # full-VI variants: fixed gamma and m, no cross-validation
-        fixed = dict(VARIANT_CONFIG)
-    elif len(configs) == 1:      # a one-point grid: nothing to choose
-        fixed = configs[0]
-    else:
-        fixed = None
+    fixed = _fixed_config(experiment, method)
     if fixed is not None:
         config = fixed
         hyper.update(config, cv=None, initial=experiment.initial)
-    elif cross_validated:  # gamma and m by cross-validation on the training data
+    elif _cross_validated(experiment, method):  # gamma and m by CV on the training data
         start = time.perf_counter()
         cv_steps = min(p.cv_steps or steps, steps)
         cv_score = cv_score or p.cv_score
@@ -113,10 +123,11 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
             warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
             loo_result = loo(to_datatree(model, data.X_test[:1], num_samples=1000, seed=seed))
     record = {"experiment": experiment_name, "method": method, "seed": seed,
+              # nrmse: RMSE / sd of the test targets (the paper's code); relative_l2:
+              # ||mu - y|| / ||y||; nrmse_mean: RMSE / mean of the test targets (the caption)
               "rmse": scores["rmse"], "nrmse": scores["nrmse"],
-              # the paper's caption: RMSE / mean of the test outputs; and RMSE / their sd
+              "relative_l2": scores["relative_l2"],
               "nrmse_mean": scores["rmse"] / abs(float(np.mean(data.y_test))),
-              "nrmse_sd": scores["rmse"] / float(np.std(data.y_test)),
               "test_lpd": scores["test_lpd"],
               "crps": scores["crps"], "coverage95": scores["coverage"][0.95],
               "fit_seconds": result.seconds, "hyper": hyper,
@@ -169,7 +180,8 @@ def _fit_restarts(method, experiment, data, config, seed, fit_kwargs):
     return model, result, hyper
 
 
-LEVELS = ("0.5", "0.8", "0.9", "0.95")
+#: the coverage levels as the keys of a record read back from JSON
+LEVEL_KEYS = tuple(str(level) for level in LEVELS)
 
 
 def summarize(records):
@@ -177,18 +189,24 @@ def summarize(records):
     median coverage at each level, PIT KS p-value and PSIS-LOO elpd where recorded."""
     out = {}
     for r in records:
-        out.setdefault((r["experiment"], r["method"]), []).append(r)
+        steps = r.get("hyper", {}).get("steps")
+        out.setdefault((r["experiment"], r["method"], steps), []).append(r)
     rows = []
-    for (exp, method), rs in out.items():
-        row = {"experiment": exp, "method": method, "seeds": len(rs)}
-        for key in ("rmse", "nrmse", "test_lpd", "coverage95", "fit_seconds", "crps"):
-            if key == "crps" and not all(key in r for r in rs):
-                continue  # records made before CRPS was scored
+    for (exp, method, steps), rs in out.items():
+        protocol = EXPERIMENTS[exp].protocol.num_steps if exp in EXPERIMENTS else steps
+        label = method if steps in (None, protocol) else f"{method} [{steps} steps*]"
+        row = {"experiment": exp, "method": method, "label": label, "seeds": len(rs),
+               "steps": steps,
+               "protocol_steps": steps in (None, protocol)}
+        for key in ("rmse", "nrmse", "relative_l2", "test_lpd", "coverage95", "fit_seconds",
+                    "crps"):
+            if not all(key in r for r in rs):
+                continue  # e.g. records made before CRPS or RMSE / sd were scored
             v = np.array([r[key] for r in rs], dtype=float)
             row[key] = (float(np.median(v)), float(v.min()), float(v.max()))
         if all("coverage" in r for r in rs):
             row["coverage"] = {lv: float(np.median([r["coverage"][lv] for r in rs]))
-                               for lv in LEVELS}
+                               for lv in LEVEL_KEYS}
             row["pit_ks_pvalue"] = float(np.median([r["pit_ks_pvalue"] for r in rs]))
             elpd = [r["loo_elpd"] for r in rs if r.get("loo_elpd") is not None]
             row["loo_elpd"] = float(np.median(elpd)) if elpd else float("nan")
@@ -225,7 +243,9 @@ def summarize(records):
 
 
 def _cell(row, key, fmt):
-    """``median [min, max]`` of a summarised score."""
+    """``median [min, max]`` of a summarised score (``—`` when not recorded)."""
+    if key not in row:
+        return "—"
     med, lo, hi = row[key]
     return f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
 
@@ -235,7 +255,7 @@ def format_table(records):
     lines = [f"{'experiment':<10} {'method':<12} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
              f"{'test LPD':>24}  {'cov95':>19}  {'fit s':>6}"]
     for row in summarize(records):
-        lines.append(f"{row['experiment']:<10} {row['method']:<12} {row['seeds']:>2}  "
+        lines.append(f"{row['experiment']:<10} {row['label']:<12} {row['seeds']:>2}  "
                      f"{_cell(row, 'rmse', '.4f'):>22}  {_cell(row, 'nrmse', '.4f'):>22}  "
                      f"{_cell(row, 'test_lpd', '.2f'):>24}  "
                      f"{_cell(row, 'coverage95', '.2f'):>19}  "
@@ -252,7 +272,15 @@ def format_table(records):
                          f"{q['upper']:.4g}] (medians); covers truth in {q['covered']} seeds")
         if notes:
             lines.append(f"{'':<10} {'':<12}     " + "; ".join(notes))
-    return "\n".join(lines)
+    return "\n".join(lines + _steps_footnote(records))
+
+
+def _steps_footnote(records):
+    """The line that says which rows did not run the protocol's number of steps."""
+    if all(row["protocol_steps"] for row in summarize(records)):
+        return []
+    return ["", "* trained with other than the protocol's number of steps: not a protocol "
+                "result"]
 
 
 def calibration_markdown(records):
@@ -266,7 +294,7 @@ def calibration_markdown(records):
         cov = row["coverage"]
         # PSIS-LOO needs the exact GP posterior: "—" for the sparse model
         elpd = "—" if math.isnan(row["loo_elpd"]) else f"{row['loo_elpd']:.1f}"
-        lines.append(f"| {row['experiment']} | {row['method']} | {cov['0.5']:.2f} | "
+        lines.append(f"| {row['experiment']} | {row['label']} | {cov['0.5']:.2f} | "
                      f"{cov['0.8']:.2f} | {cov['0.9']:.2f} | {cov['0.95']:.2f} | "
                      f"{row['pit_ks_pvalue']:.2g} | {elpd} |")
     return "\n".join(lines)
@@ -274,8 +302,8 @@ def calibration_markdown(records):
 
 def markdown_table(records):
     """The README's results table (median [min, max] over seeds)."""
-    lines = ["| experiment | method | seeds | RMSE | nRMSE | test LPD | CRPS | 95% coverage | "
-             "fit s | gamma (how set) | learned (median) |", "|" + "---|" * 11]
+    lines = ["| experiment | method | seeds | RMSE | nRMSE (RMSE / sd) | test LPD | CRPS | "
+             "95% coverage | fit s | gamma (how set) | learned (median) |", "|" + "---|" * 11]
     for row in summarize(records):
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
@@ -283,23 +311,125 @@ def markdown_table(records):
             gamma += "; m " + ", ".join(str(m) for m in row["m"])
         if row.get("selected"):
             gamma += f" ({row['selected']})"
-        lines.append(f"| {row['experiment']} | {row['method']} | {row['seeds']} | "
+        lines.append(f"| {row['experiment']} | {row['label']} | {row['seeds']} | "
                      f"{_cell(row, 'rmse', '.4f')} | {_cell(row, 'nrmse', '.3f')} | "
                      f"{_cell(row, 'test_lpd', '.2f')} | "
-                     f"{_cell(row, 'crps', '.4f') if 'crps' in row else '—'} | "
+                     f"{_cell(row, 'crps', '.4f')} | "
                      f"{_cell(row, 'coverage95', '.2f')} | "
                      f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _steps_footnote(records))
+
+
+def _record_key(record):
+    """What makes two records the same fit: experiment, method, seed, steps and the
+    cross-validation score when one was used."""
+    hyper = record.get("hyper", {})
+    return (record["experiment"], record["method"], int(record["seed"]),
+            hyper.get("steps"), hyper.get("cv_score"))
+
+
+def _task_key(experiment, method, seed, steps, cv_score):
+    cv = ((cv_score or experiment.protocol.cv_score) if _cross_validated(experiment, method)
+          else None)
+    steps = experiment.protocol.num_steps if steps is None else int(steps)
+    return (experiment.name, method, int(seed), steps, cv)
+
+
+def read_records(out):
+    """Every record in ``out``: ``results.json`` merged with the per-fit log
+    ``records.jsonl`` (one line per finished fit; a later line replaces an earlier record of
+    the same fit). A last line cut short by a kill is ignored; anything else unreadable
+    raises a ``ValueError`` naming the file."""
+    out = Path(out)
+    merged = {}
+    path = out / "results.json"
+    if path.exists():
+        try:
+            records = json.loads(path.read_text())
+            if not isinstance(records, list):
+                raise ValueError("not a list of records")
+            for r in records:
+                merged[_record_key(r)] = r
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"Expected {path} to hold a JSON list of records; it cannot be "
+                             f"read ({e}); move it away or pass another --out") from None
+    log = out / "records.jsonl"
+    if log.exists():
+        lines = log.read_text().split("\n")
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                merged[_record_key(r)] = r
+            except (ValueError, KeyError, TypeError) as e:
+                if i >= len(lines) - 2:   # the last line, cut short by a kill: not a record
+                    continue
+                raise ValueError(f"Expected one JSON record per line in {log}; line {i + 1} "
+                                 f"cannot be read ({e})") from None
+    return list(merged.values())
+
+
+def _write_json_atomic(path, obj):
+    """Write ``obj`` as JSON to ``path`` through a temporary file and ``os.replace``: a kill
+    at any moment leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=1, default=_json_default)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _append_record(log, record):
+    with open(log, "a") as fh:
+        fh.write(json.dumps(record, default=_json_default) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _check_writable(out):
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(f"Expected a writable output folder; {out} is not ({e.strerror})") \
+            from None
+
+
+def _die_with_parent(threads):
+    """Worker initialiser: one torch thread, and on Linux a SIGKILL when the parent dies, so
+    that a killed run leaves no orphan computing."""
+    torch.set_num_threads(threads)
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        if os.getppid() == 1:            # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
 
 
 def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="runs",
-              jobs=1, progress=True, figures=True, cv_score=None):
-    """Run ``methods`` x ``seeds`` of an experiment, write ``out/results.json`` and figures.
+              jobs=1, progress=True, figures=True, cv_score=None, force=False, echo=print):
+    """Run ``methods`` x ``seeds`` of an experiment into the folder ``out``.
+
+    Each finished fit is appended to ``out/records.jsonl`` at once, and ``out/results.json``
+    (every record of the folder, this run's merged with earlier ones by experiment, method,
+    seed, steps and cross-validation score) is rewritten atomically after each fit: a run
+    interrupted at any point, by Ctrl-C or a kill, keeps every fit it finished. A rerun skips
+    the fits already recorded (``force=True`` redoes them). With ``jobs > 1`` the fits run
+    in worker processes of one torch thread each, which die with the main process.
     ``cv_score`` overrides the protocol's cross-validation score (``"rmse"`` or ``"lpd"``).
 
-    :returns: the list of records.
+    :returns: the records of the requested fits (recorded earlier or now).
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     if experiment_name not in EXPERIMENTS:
         raise ValueError(f"Unknown experiment {experiment_name!r}; expected one of "
@@ -314,50 +444,88 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         raise ValueError(f"Unknown method(s) {unknown} for {experiment_name!r}; expected "
                          f"{experiment.methods}")
     seeds = list(experiment.protocol.seeds if seeds is None else seeds)
+    if not seeds or any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
+        raise ValueError(f"Expected seeds to be integers >= 0; got {seeds}")
+    if num_steps is not None:
+        num_steps = positive_int(num_steps, "the number of steps", minimum=0)
+    jobs = positive_int(jobs, "jobs")
+    if cv_score not in (None, "rmse", "lpd"):
+        raise ValueError(f"Expected cv_score 'rmse' or 'lpd'; got {cv_score!r}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_writable(out)
+    existing = {_record_key(r): r for r in read_records(out)}   # fails now, not at the end
+    log, path = out / "records.jsonl", out / "results.json"
     tasks = [(method, seed) for method in methods for seed in seeds]
+    keys = {t: _task_key(experiment, t[0], t[1], num_steps, cv_score) for t in tasks}
+    todo = [t for t in tasks if force or keys[t] not in existing]
+    if len(todo) < len(tasks):
+        echo(f"{len(tasks) - len(todo)} of {len(tasks)} fits already recorded in {out}: "
+             f"skipped (--force redoes them)")
     keep = seeds[0]
-    records = []
-    bar = tqdm(total=len(tasks), disable=not progress, desc=f"reproduce {experiment_name}")
-    if jobs == 1:
-        for method, seed in tasks:
-            bar.set_postfix(method=method, seed=seed)
-            records.append(run_one(experiment_name, method, seed, num_steps,
-                                   keep_predictions=seed == keep, cv_score=cv_score))
-            bar.update()
-    else:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(run_one, experiment_name, method, seed, num_steps, threads,
-                                   seed == keep, cv_score) for method, seed in tasks]
-            for f in as_completed(futures):
-                records.append(f.result())
-                bar.update()
-    bar.close()
-    order = {(m, s): i for i, (m, s) in enumerate(tasks)}
-    records.sort(key=lambda r: order[(r["method"], r["seed"])])
-    predictions = {r["method"]: r.pop("predictions") for r in records if "predictions" in r}
-    path = out / "results.json"
-    previous = []
-    if path.exists():
-        previous = [r for r in json.loads(path.read_text())
-                    if not (r["experiment"] == experiment_name and r["method"] in methods)]
-    path.write_text(json.dumps(previous + records, indent=1, default=_json_default))
+    predictions = {}
+
+    def finished(record):
+        if "predictions" in record:
+            predictions[record["method"]] = record.pop("predictions")
+        _append_record(log, record)
+        existing[_record_key(record)] = record
+        _write_json_atomic(path, list(existing.values()))
+        bar.update()
+        bar.write(f"{experiment_name} {record['method']} seed {record['seed']}: RMSE "
+                  f"{record['rmse']:.4g}, {record['fit_seconds']:.0f} s")
+
+    bar = tqdm(total=len(todo), disable=not progress, desc=f"reproduce {experiment_name}")
+    try:
+        if jobs == 1 or len(todo) <= 1:
+            for method, seed in todo:
+                bar.set_postfix_str(f"running {method} seed {seed}")
+                finished(run_one(experiment_name, method, seed, num_steps,
+                                 keep_predictions=seed == keep, cv_score=cv_score))
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
+                                       initializer=_die_with_parent, initargs=(1,))
+            try:
+                futures = {pool.submit(run_one, experiment_name, method, seed, num_steps, 1,
+                                       seed == keep, cv_score): (method, seed)
+                           for method, seed in todo}
+                bar.set_postfix_str(f"{jobs} workers")
+                for f in as_completed(futures):
+                    finished(f.result())
+            except BaseException:
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    proc.kill()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+    finally:
+        bar.close()
+    wanted = {keys[t] for t in tasks}
+    records = [r for k, r in existing.items() if k in wanted]
+    order = {keys[t]: i for i, t in enumerate(tasks)}
+    records.sort(key=lambda r: order[_record_key(r)])
     if figures and predictions:
         from ..diagnostics.plots import calibration, comparison, experiment_figure
         data = experiment.data(keep)
+        note = _steps_note(experiment, num_steps)
         experiment_figure(experiment, data, predictions, out / f"{experiment_name}.png",
                           seed=keep)
         scores = {m: predictive_scores(p["mean"], p["var_y"], data.y_test)
                   for m, p in predictions.items()}
         pits = {m: pit(p["mean"], p["var_y"], data.y_test) for m, p in predictions.items()}
         calibration(scores, pits, out / f"{experiment_name}_calibration.png",
-                    f"{experiment.description}: calibration on the test set (seed {keep})")
+                    f"{experiment.description}: calibration on the test set (seed {keep})"
+                    + note)
         comparison(summarize(records), out / f"{experiment_name}_comparison.png",
-                   f"{experiment.description}: median and range over seeds {seeds}")
+                   f"{experiment.description}: median and range over seeds {seeds}" + note)
     return records
+
+
+def _steps_note(experiment, num_steps):
+    """A mark for figures made with other than the protocol's number of steps."""
+    if num_steps is None or int(num_steps) == experiment.protocol.num_steps:
+        return ""
+    return f" [{num_steps} steps, not the protocol's {experiment.protocol.num_steps}]"
 
 
 def _json_default(o):

@@ -182,12 +182,19 @@ class Equation(PyroModule):
             h = self.psi(field, Inputs(field.points, names), **params)
             if isinstance(h, Field):
                 h = h.value
-            h = torch.as_tensor(h, dtype=Z.dtype)
-            if h.dim() == 0:
-                h = h.expand(Z.shape[0])
-        if h.shape != (Z.shape[0],):
-            raise ValueError(f"Expected psi {self.name!r} to return shape ({Z.shape[0]},); got "
-                             f"{tuple(h.shape)}")
+            m = Z.shape[0]
+            if not isinstance(h, torch.Tensor):
+                raise TypeError(f"Expected psi {self.name!r} to return a torch tensor (or a "
+                                f"Field) of shape ({m},), one residual per point; got "
+                                f"{type(h).__name__}")
+            if h.shape != (m,):
+                raise ValueError(f"Expected psi {self.name!r} to return shape ({m},), one "
+                                 f"residual per point; got {tuple(h.shape)}")
+            if field.value.requires_grad and not h.requires_grad:
+                raise ValueError(f"Expected the residual of psi {self.name!r} to depend on f; "
+                                 "it does not (computed outside torch, e.g. with numpy, or "
+                                 "detached?)")
+            h = h.to(Z.dtype)
         return h, field
 
     def extra_repr(self):
