@@ -98,3 +98,26 @@ def test_fit_recovers_the_decay_rate_of_a_noise_free_exponential(seed):
     pk.fit(model, num_steps=600, lr=0.02, lr_final=0.002, num_particles=8, progress=False)
     B = model.physics.equation.B.item()
     assert abs(B - 2.0) / 2.0 < 0.10, B
+
+
+def test_the_default_optimiser_is_pyro_adam_in_fewer_ops():
+    """fit's default (one foreach torch Adam over all parameters) against the plain path
+    (``pyro.optim.Adam``, one optimiser per tensor): the same losses and parameters."""
+    import copy
+
+    import pyro
+    import torch
+
+    from pyro_pidkl import PIDKL, fit, physics
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (30, 2))
+    y = np.sin(3 * X[:, 0]) * np.exp(-X[:, 1])
+    model = PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=8, seed=0)
+    twin = copy.deepcopy(model)
+    fast = fit(model, num_steps=20, lr=0.02, seed=3, progress=False)
+    plain = fit(twin, num_steps=20, lr=0.02, seed=3, progress=False,
+                optimizer=pyro.optim.Adam({"lr": 0.02}))
+    np.testing.assert_allclose(fast.losses, plain.losses, rtol=0, atol=1e-10)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
