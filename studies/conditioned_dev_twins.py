@@ -4,7 +4,7 @@ against learned from 0.1 above that floor, conditional objective, seed 1, both s
 Run: python studies/conditioned_dev_twins.py fixed|learned >> studies/conditioned_dev_twins.jsonl
 Outcome: fixed kept as the default (coefficient errors <= 3%, coverage 0.93-1.00; learned
 left the residual variance near 0.1 on 5 of 10 fits and recovered coefficients less well)."""
-import dataclasses, torch, time, sys, json, math
+import dataclasses, torch, time, sys, json
 torch.set_num_threads(1)
 import pyro_pidkl as pk
 from pyro_pidkl.datasets import problems as P
