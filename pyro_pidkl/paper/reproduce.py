@@ -489,9 +489,13 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
                 futures = {pool.submit(run_one, experiment_name, method, seed, num_steps, 1,
                                        seed == keep, cv_score): (method, seed)
                            for method, seed in todo}
-                bar.set_postfix_str(f"{jobs} workers")
+                def running():
+                    names = [f"{m} seed {s}" for f, (m, s) in futures.items() if f.running()]
+                    bar.set_postfix_str("running " + ", ".join(names) if names else "")
+                running()
                 for f in as_completed(futures):
                     finished(f.result())
+                    running()
             except BaseException:
                 for proc in list(getattr(pool, "_processes", {}).values()):
                     proc.kill()
