@@ -28,7 +28,18 @@ from ..physics.term import PhysicsTerm
 from .baselines import _input_dim
 from .exact_gp import ExactGP
 
-__all__ = ["PIDKL"]
+__all__ = ["PIDKL", "pidkl_parts"]
+
+
+def pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw, source_jitter,
+                equation_guide, feature_net, feature_dim, skip_inputs, seed, dtype):
+    """The deep kernel and the physics term of PI-DKL (exact or sparse), from the
+    constructors' arguments: ``(kernel, physics)``."""
+    physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
+                          equation_guide)
+    kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs, dtype=dtype,
+                        seed=seed)
+    return kernel, physics
 
 
 class PIDKL(ExactGP):
@@ -60,10 +71,9 @@ class PIDKL(ExactGP):
                  source_inputs="equation", draw="function", source_jitter=1e-6,
                  equation_guide=None, feature_net=None, feature_dim=None, skip_inputs=False,
                  seed=None, **kwargs):
-        physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
-                              equation_guide)
-        kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs,
-                            dtype=kwargs.get("dtype", torch.float64), seed=seed)
+        kernel, physics = pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw,
+                                      source_jitter, equation_guide, feature_net, feature_dim,
+                                      skip_inputs, seed, kwargs.get("dtype", torch.float64))
         super().__init__(X, y, input_names, kernel=kernel, physics=physics, **kwargs)
 
     @pyro_method

@@ -41,14 +41,12 @@ from pyro.distributions import constraints
 from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroParam, pyro_method
 
-from ..gp.posterior_draw import PosteriorDraw
-from ..gp.posterior import jittered_cholesky
-from ..kernels.deep import feature_map
 from ..checks import positive_int
-from ..kernels.deep import dkl_kernel
-from ..physics.term import PhysicsTerm
+from ..gp.posterior import jittered_cholesky
+from ..gp.posterior_draw import PosteriorDraw
+from ..kernels.deep import feature_map
 from .base import GPModel
-from .baselines import _input_dim
+from .pidkl import pidkl_parts
 
 __all__ = ["InducingConditional", "SparseGP", "SparsePIDKL"]
 
@@ -274,8 +272,7 @@ class SparsePIDKL(SparseGP):
                  source_inputs="equation", draw="function", source_jitter=1e-6,
                  equation_guide=None, feature_net=None, feature_dim=None, skip_inputs=False,
                  seed=None, **kwargs):
-        physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
-                              equation_guide)
-        kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs,
-                            dtype=kwargs.get("dtype", torch.float64), seed=seed)
+        kernel, physics = pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw,
+                                      source_jitter, equation_guide, feature_net, feature_dim,
+                                      skip_inputs, seed, kwargs.get("dtype", torch.float64))
         super().__init__(X, y, input_names, kernel=kernel, physics=physics, **kwargs)
