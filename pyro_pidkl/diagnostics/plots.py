@@ -81,9 +81,10 @@ def maps_2d(data, predictions, path, title=""):
     return path
 
 
-def experiment_figure(experiment, data, predictions, path, seed=0):
-    """The figure of an experiment: bands for one input, maps for two."""
-    title = f"{experiment.description} (seed {seed})"
+def experiment_figure(experiment, data, predictions, path, seed=0, note=""):
+    """The figure of an experiment: bands for one input, maps for two; ``note`` ends the
+    title (e.g. a mark that the fits ran other than the protocol's steps)."""
+    title = f"{experiment.description} (seed {seed}){note}"
     if data.X_test.shape[1] == 1:
         return bands_1d(data, predictions, path, title)
     if data.X_test.shape[1] == 2:

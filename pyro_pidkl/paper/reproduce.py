@@ -513,7 +513,7 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         data = experiment.data(keep)
         note = _steps_note(experiment, num_steps)
         experiment_figure(experiment, data, predictions, out / f"{experiment_name}.png",
-                          seed=keep)
+                          seed=keep, note=note)
         scores = {m: predictive_scores(p["mean"], p["var_y"], data.y_test)
                   for m, p in predictions.items()}
         pits = {m: pit(p["mean"], p["var_y"], data.y_test) for m, p in predictions.items()}
