@@ -73,3 +73,24 @@ def test_the_physics_term_on_another_model_runs_as_shown():
 
 def test_readme_is_a_front_door():
     assert len(README.read_text().splitlines()) <= 250
+
+
+def test_local_links_of_the_readme_and_docs_resolve():
+    """Every markdown link to a file of this repository (and its #anchor) exists."""
+    def slug(heading):
+        return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    root = README.parent
+    pages = [README, *sorted((root / "docs").glob("*.md"))]
+    anchors = {p.resolve(): {slug(h) for h in re.findall(r"^#+ (.*)$", p.read_text(), re.M)}
+               for p in pages}
+    broken = []
+    for page in pages:
+        for link in re.findall(r"\]\(([\w./#-]+)\)", page.read_text()):
+            if link.startswith("http") or "/" not in link and "." not in link and "#" not in link:
+                continue   # maths such as "](Z)", not a link
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page.resolve()
+            if not target.exists() or (anchor and target in anchors
+                                       and anchor not in anchors[target]):
+                broken.append(f"{page.name}: {link}")
+    assert broken == []
