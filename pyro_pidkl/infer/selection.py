@@ -18,6 +18,7 @@ import torch
 
 from ..checks import as_inputs, as_targets, positive_int
 from .svi import fit
+from .workers import worker_init
 from ..diagnostics.metrics import rmse, test_log_predictive_density
 
 __all__ = ["CVResult", "cross_validate", "grid_configs", "holdout_split", "kfold_splits"]
@@ -111,7 +112,8 @@ def cross_validate(build, X, y, grid, splits=None, score="rmse", jobs=1, fit_kwa
         outs = [_run_one(build, X, y, tr, va, c, fit_kwargs, 0) for c, (tr, va) in tasks]
     else:   # one torch thread per worker: several threads each on few cores slow down 5-15x
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=worker_init,
+                                 initargs=(1,)) as pool:
             futures = [pool.submit(_run_one, build, X, y, tr, va, c, fit_kwargs, 1)
                        for c, (tr, va) in tasks]
             outs = [f.result() for f in futures]

@@ -19,6 +19,7 @@ import torch
 from ..checks import positive_int
 from ..diagnostics.arviz_tools import exact_loo, loo, to_datatree
 from ..diagnostics.calibration import LEVELS, pit, predictive_scores
+from ..infer.workers import worker_init
 from ..infer.restarts import Ensemble, fit_restarts, restart_seed
 from .experiments import (EXPERIMENTS, RESTART_METHODS, VARIANT_CONFIG, VARIANTS,
                           build_model)
@@ -399,22 +400,6 @@ def _check_writable(out):
             from None
 
 
-def _die_with_parent(threads):
-    """Worker initialiser: one torch thread, and on Linux a SIGKILL when the parent dies, so
-    that a killed run leaves no orphan computing."""
-    torch.set_num_threads(threads)
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-        if os.getppid() == 1:            # the parent died before the call
-            os._exit(1)
-    except (OSError, AttributeError):
-        pass
-
-
 def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="runs",
               jobs=1, progress=True, figures=True, cv_score=None, force=False, echo=print):
     """Run ``methods`` x ``seeds`` of an experiment into the folder ``out``.
@@ -484,7 +469,7 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         else:
             ctx = multiprocessing.get_context("spawn")
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
-                                       initializer=_die_with_parent, initargs=(1,))
+                                       initializer=worker_init, initargs=(1,))
             try:
                 futures = {pool.submit(run_one, experiment_name, method, seed, num_steps, 1,
                                        seed == keep, cv_score): (method, seed)
