@@ -71,6 +71,10 @@ def main(argv=None):
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        # every rank leaves together: a rank that tore its process group down while rank 0
+        # was still predicting sometimes aborted ("terminate called without an active
+        # exception")
+        dist.barrier()
         dist.destroy_process_group()
 
 
