@@ -8,19 +8,31 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["as_inputs", "as_targets", "equation_input_names", "positive_int"]
+__all__ = ["as_inputs", "as_targets", "column_count", "equation_input_names", "is_count",
+           "positive_int"]
+
+
+def is_count(value, minimum=1):
+    """Whether ``value`` is an integer ``>= minimum`` (an integral float counts; ``bool``
+    does not)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and float(value).is_integer() and value >= minimum)
 
 
 def positive_int(value, what, minimum=1):
-    """``value`` as an ``int`` if it is an integer ``>= minimum`` (``bool`` is refused).
+    """``value`` as an ``int`` if it is an integer ``>= minimum`` (:func:`is_count`).
 
     :param str what: how the error names the argument, e.g. ``"m (collocation points)"``.
     """
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and float(value).is_integer() and value >= minimum)
-    if not ok:
+    if not is_count(value, minimum):
         raise ValueError(f"Expected {what} to be an integer >= {minimum}; got {value!r}")
     return int(value)
+
+
+def column_count(X):
+    """The number of columns of array-like ``X`` without converting it (1 for a vector)."""
+    shape = getattr(X, "shape", None)
+    return shape[1] if shape is not None and len(shape) == 2 else 1
 
 
 def _to_tensor(a, dtype, what):
@@ -39,9 +51,12 @@ def as_inputs(X, input_names=None, dtype=torch.float64, what="X"):
     """Check inputs and return ``(X, input_names)``.
 
     :param X: array-like ``(N, d)`` (a 1-D array is read as ``(N, 1)``).
-    :param input_names: names of the ``d`` columns; default ``("x0", "x1", ...)``.
+    :param input_names: names of the ``d`` columns; default the columns of a table (a
+        ``pandas.DataFrame``), else ``("x0", "x1", ...)``.
     :returns: a ``(N, d)`` tensor and a tuple of ``d`` names.
     """
+    if input_names is None and getattr(X, "columns", None) is not None:
+        input_names = tuple(str(c) for c in X.columns)
     X = _to_tensor(X, dtype, what)
     if X.dim() == 1:
         X = X.unsqueeze(-1)
@@ -86,17 +101,13 @@ def as_targets(y, N, dtype=torch.float64, what="y"):
 
 def equation_input_names(X, input_names, equation):
     """The input names of data ``X`` for a model of ``equation``: ``input_names`` when
-    given; the columns of a table (a ``pandas.DataFrame``); the equation's one input when
-    ``X`` has one column; otherwise ``None`` (the default ``x0, x1, ...``) or, when ``X``
-    has as many columns as the equation has inputs, an error asking for them: the column
-    order is never guessed."""
-    if input_names is not None:
+    given; ``None`` for a table (a ``pandas.DataFrame``: :func:`as_inputs` names its
+    columns); the equation's one input when ``X`` has one column; otherwise ``None`` (the
+    default ``x0, x1, ...``) or, when ``X`` has as many columns as the equation has inputs,
+    an error asking for them: the column order is never guessed."""
+    if input_names is not None or getattr(X, "columns", None) is not None:
         return input_names
-    columns = getattr(X, "columns", None)
-    if columns is not None:
-        return tuple(str(c) for c in columns)
-    shape = getattr(X, "shape", None)
-    ncol = shape[1] if shape is not None and len(shape) == 2 else 1
+    ncol = column_count(X)
     inputs = equation.inputs
     if inputs is not None and len(inputs) == 1 and ncol == 1:
         return inputs

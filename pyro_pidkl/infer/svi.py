@@ -159,10 +159,8 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
                 # Pyro appends its trace-shape table to errors raised in a model: keep the
                 # first line; the original error stays on .cause
                 cause = str(e).split("\n")[0]
-                error = FitDivergedError(f"The fit diverged at step {step}: {cause} {advice}",
-                                         history=result.losses, step=step)
-                error.cause = e
-                raise error from None
+                raise FitDivergedError(f"The fit diverged at step {step}: {cause} {advice}",
+                                       history=result.losses, step=step, cause=e) from None
             params = list({id(u): u for u in (site["value"].unconstrained()
                                               for site in capture.trace.nodes.values())}
                           .values())

@@ -67,8 +67,6 @@ class GPModel(PyroModule):
                             f"got {type(physics).__name__}")
         if physics is not None:
             input_names = equation_input_names(X, input_names, physics.equation)
-        elif input_names is None and getattr(X, "columns", None) is not None:
-            input_names = tuple(str(c) for c in X.columns)
         X, self.input_names = as_inputs(X, input_names, dtype)
         y = as_targets(y, X.shape[0], dtype)
         if not noise_floor >= 0:

@@ -4,15 +4,11 @@ written-out model of :class:`~pyro_pidkl.models.PIDKL`)."""
 
 import torch
 
+from ..checks import column_count
 from ..kernels.deep import dkl_kernel
 from .exact_gp import ExactGP
 
 __all__ = ["DKL", "SKL"]
-
-
-def _input_dim(X):
-    shape = getattr(X, "shape", None)
-    return shape[1] if shape is not None and len(shape) == 2 else 1
 
 
 class SKL(ExactGP):
@@ -39,6 +35,6 @@ class DKL(ExactGP):
 
     def __init__(self, X, y, input_names=None, feature_net=None, feature_dim=None,
                  skip_inputs=False, seed=None, **kwargs):
-        kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs,
+        kernel = dkl_kernel(column_count(X), feature_net, feature_dim, skip_inputs,
                             dtype=kwargs.get("dtype", torch.float64), seed=seed)
         super().__init__(X, y, input_names, kernel=kernel, **kwargs)

@@ -23,9 +23,9 @@ import pyro
 import torch
 from pyro.nn import pyro_method
 
+from ..checks import column_count
 from ..kernels.deep import dkl_kernel
 from ..physics.term import PhysicsTerm
-from .baselines import _input_dim
 from .exact_gp import ExactGP
 
 __all__ = ["PIDKL", "pidkl_parts"]
@@ -37,7 +37,7 @@ def pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw, source_jitte
     constructors' arguments: ``(kernel, physics)``."""
     physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
                           equation_guide)
-    kernel = dkl_kernel(_input_dim(X), feature_net, feature_dim, skip_inputs, dtype=dtype,
+    kernel = dkl_kernel(column_count(X), feature_net, feature_dim, skip_inputs, dtype=dtype,
                         seed=seed)
     return kernel, physics
 

@@ -16,16 +16,16 @@ import numpy as np
 import pyro
 import torch
 
-from ..checks import positive_int
+from ..checks import is_count, positive_int
 from ..diagnostics.arviz_tools import exact_loo, loo, to_datatree
 from ..diagnostics.calibration import LEVELS, pit, predictive_scores
-from ..infer.workers import worker_init
 from ..infer.restarts import Ensemble, fit_restarts, restart_seed
+from ..infer.selection import cross_validate, grid_configs, holdout_split, kfold_splits
+from ..infer.svi import fit
+from ..infer.workers import worker_init
+from ..models import PhysicsConditionedGP, SparsePIDKL
 from .experiments import (EXPERIMENTS, RESTART_METHODS, VARIANT_CONFIG, VARIANTS,
                           build_model)
-from ..infer.svi import fit
-from ..models import PhysicsConditionedGP, SparsePIDKL
-from ..infer.selection import cross_validate, grid_configs, holdout_split, kfold_splits
 
 __all__ = ["calibration_markdown", "format_table", "markdown_table", "read_records", "reproduce",
            "run_one", "summarize"]
@@ -255,7 +255,8 @@ def format_table(records):
     """A plain-text table: median [min, max] over seeds."""
     lines = [f"{'experiment':<10} {'method':<12} {'n':>2}  {'RMSE':>22}  {'nRMSE':>22}  "
              f"{'test LPD':>24}  {'cov95':>19}  {'fit s':>6}"]
-    for row in summarize(records):
+    rows = summarize(records)
+    for row in rows:
         lines.append(f"{row['experiment']:<10} {row['label']:<12} {row['seeds']:>2}  "
                      f"{_cell(row, 'rmse', '.4f'):>22}  {_cell(row, 'nrmse', '.4f'):>22}  "
                      f"{_cell(row, 'test_lpd', '.2f'):>24}  "
@@ -273,12 +274,13 @@ def format_table(records):
                          f"{q['upper']:.4g}] (medians); covers truth in {q['covered']} seeds")
         if notes:
             lines.append(f"{'':<10} {'':<12}     " + "; ".join(notes))
-    return "\n".join(lines + _steps_footnote(records))
+    return "\n".join(lines + _steps_footnote(rows))
 
 
-def _steps_footnote(records):
-    """The line that says which rows did not run the protocol's number of steps."""
-    if all(row["protocol_steps"] for row in summarize(records)):
+def _steps_footnote(rows):
+    """The line that says which of the summarised ``rows`` did not run the protocol's
+    number of steps."""
+    if all(row["protocol_steps"] for row in rows):
         return []
     return ["", "* trained with other than the protocol's number of steps: not a protocol "
                 "result"]
@@ -305,7 +307,8 @@ def markdown_table(records):
     """The README's results table (median [min, max] over seeds)."""
     lines = ["| experiment | method | seeds | RMSE | nRMSE (RMSE / sd) | test LPD | CRPS | "
              "95% coverage | fit s | gamma (how set) | learned (median) |", "|" + "---|" * 11]
-    for row in summarize(records):
+    rows = summarize(records)
+    for row in rows:
         learned = ", ".join(f"{k} {v:.3g}" for k, v in row.get("learned", {}).items())
         gamma = ", ".join(f"{g:g}" for g in row.get("gamma", []))
         if row.get("m", [10]) != [10]:  # say m when the CV chose other than 10
@@ -318,7 +321,7 @@ def markdown_table(records):
                      f"{_cell(row, 'crps', '.4f')} | "
                      f"{_cell(row, 'coverage95', '.2f')} | "
                      f"{row['fit_seconds'][0]:.1f} | {gamma} | {learned} |")
-    return "\n".join(lines + _steps_footnote(records))
+    return "\n".join(lines + _steps_footnote(rows))
 
 
 def _record_key(record):
@@ -429,7 +432,7 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
         raise ValueError(f"Unknown method(s) {unknown} for {experiment_name!r}; expected "
                          f"{experiment.methods}")
     seeds = list(experiment.protocol.seeds if seeds is None else seeds)
-    if not seeds or any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
+    if not seeds or not all(is_count(s, minimum=0) for s in seeds):
         raise ValueError(f"Expected seeds to be integers >= 0; got {seeds}")
     if num_steps is not None:
         num_steps = positive_int(num_steps, "the number of steps", minimum=0)
