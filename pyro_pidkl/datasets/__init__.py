@@ -1,5 +1,5 @@
-"""Synthetic data simulated by our own solvers (``simulate_*``), real-data loaders (Jura, PM2.5) and loaders of
-reference ``.mat`` folds."""
+"""Synthetic data simulated by the library's own solvers (``simulate_*``), real-data loaders
+(Jura, PM2.5, motion capture) and loaders of reference ``.mat`` folds."""
 
 from .base import Dataset
 from .burgers import cole_hopf, simulate_burgers, solve_burgers
@@ -8,7 +8,8 @@ from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .problems import PROBLEMS, Problem, problem
 from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
-from .reference import PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold, load_reference_diffusion, load_reference_ode
+from .reference import (PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold,
+                        load_reference_diffusion, load_reference_ode)
 from .synthetic import (simulate_diffusion_1d, simulate_first_order_ode, solve_diffusion_1d,
                         solve_first_order_ode)
 

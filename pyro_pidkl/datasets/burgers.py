@@ -60,8 +60,8 @@ def solve_burgers(f0, times, nu, source=None, nx=128, rtol=1e-10, atol=1e-12):
     return x, times, sol.y
 
 
-def simulate_burgers(nu=0.05, seed=0, n_train=300, train_until=1.0, t_max=2.0, nt=41, nx=64,
-            noise=0.01):
+def simulate_burgers(nu=0.05, seed=0, n_train=300, train_until=1.0, t_max=2.0, nt=41,
+                     nx=64, noise=0.01):
     r"""Extrapolation in time for Burgers with a source: :math:`f_0 = \sin x`,
     :math:`g = \tfrac12 \sin(x - t)`, :math:`\nu = 0.05`; the solution on a
     ``nx x nt`` grid of :math:`[0, 2\pi) \times [0, 2]`; ``n_train`` random noisy points

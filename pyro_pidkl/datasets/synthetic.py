@@ -15,7 +15,8 @@ from scipy.sparse import diags
 from ..checks import positive_int
 from .base import Dataset
 
-__all__ = ["simulate_diffusion_1d", "simulate_first_order_ode", "solve_diffusion_1d", "solve_first_order_ode"]
+__all__ = ["simulate_diffusion_1d", "simulate_first_order_ode", "solve_diffusion_1d",
+           "solve_first_order_ode"]
 
 
 def solve_first_order_ode(t, B=1.0, D=1.0, f0=0.1, source=None):
@@ -29,8 +30,8 @@ def solve_first_order_ode(t, B=1.0, D=1.0, f0=0.1, source=None):
     return sol.y[0]
 
 
-def simulate_first_order_ode(n=1001, t_max=1.0, train_until=0.1, B=1.0, D=1.0, f0=0.1, source=None,
-                    name="1stODE", source_text="sin(2 pi t) exp(-t)"):
+def simulate_first_order_ode(n=1001, t_max=1.0, train_until=0.1, B=1.0, D=1.0, f0=0.1,
+                             source=None, name="1stODE", source_text="sin(2 pi t) exp(-t)"):
     """The paper's 1stODE extrapolation task (noise free); ``source`` (a function of ``t``,
     described by ``source_text``), ``B``, ``D`` and ``f0`` make other instances of it."""
     n = positive_int(n, "n (time points)", minimum=2)
@@ -72,7 +73,7 @@ def solve_diffusion_1d(alpha=0.1, nx=50, length=2.0, times=None, low=1.0, high=2
 
 
 def simulate_diffusion_1d(alpha=0.1, train_time=0.5, pulse=(0.755, 1.245), high=2.0,
-                 name="1dDiffusion"):
+                          name="1dDiffusion"):
     """The paper's 1dDiffusion task: train on the slice ``t = train_time`` (48 points), test
     on every other time of the grid (48 x 100 points); ``pulse`` and ``high`` (the initial
     square wave) and ``alpha`` make other instances of it."""

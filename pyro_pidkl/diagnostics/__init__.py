@@ -6,5 +6,6 @@ from .calibration import LEVELS, pit, predictive_scores
 from .metrics import (coverage, crps, nrmse, relative_l2_error, rmse,
                       test_log_predictive_density)
 
-__all__ = ["LEVELS", "compare", "coverage", "crps", "exact_loo", "loo", "nrmse", "pit", "plots", "relative_l2_error",
+__all__ = ["LEVELS", "compare", "coverage", "crps", "exact_loo", "loo", "nrmse", "pit", "plots",
+           "relative_l2_error",
            "predictive_scores", "rmse", "test_log_predictive_density", "to_datatree"]

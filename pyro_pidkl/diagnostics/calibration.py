@@ -28,7 +28,8 @@ def pit(mean, var, y):
 def predictive_scores(mean, var, y, levels=LEVELS):
     """Held-out scores of a Gaussian predictive ``N(mean, var)`` (var of y, noise included).
 
-    :returns: dict with ``rmse``, ``nrmse`` (RMSE / sd of y), ``relative_l2``, ``test_lpd``, ``crps``, ``coverage``
+    :returns: dict with ``rmse``, ``nrmse`` (RMSE / sd of y), ``relative_l2``, ``test_lpd``,
+        ``crps``, ``coverage``
         ({level: fraction}),
         ``pit_ks_stat`` and ``pit_ks_pvalue`` (KS test of PIT uniformity).
     """

@@ -7,4 +7,5 @@ from .svi import FitResult, default_elbo, fit, svi_step
 from .workers import worker_init
 
 __all__ = ["CVResult", "Ensemble", "FitResult", "cross_validate", "default_elbo", "fit",
-           "fit_restarts", "holdout_split", "kfold_splits", "svi_step", "training_objective", "worker_init"]
+           "fit_restarts", "holdout_split", "kfold_splits", "svi_step", "training_objective",
+           "worker_init"]

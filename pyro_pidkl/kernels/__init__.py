@@ -9,5 +9,5 @@ from .lfm import FirstOrderLFMKernel, HeatLFMKernel
 from .se import batched, se_ard
 
 __all__ = ["DerivativeKernel", "FirstOrderLFMKernel", "HeatLFMKernel", "MLP", "WithInputs",
-           "batched", "closed_form_supported", "deep_kernel", "dkl_kernel", "feature_map", "derivative_kernel_supported", "feature_jet", "se_ard",
-           "smoothness_order"]
+           "batched", "closed_form_supported", "deep_kernel", "derivative_kernel_supported",
+           "dkl_kernel", "feature_jet", "feature_map", "se_ard", "smoothness_order"]

@@ -3,7 +3,8 @@ a minibatched data term, and (optionally) the physics factor on a posterior func
 at :math:`Z`.
 
 With inducing inputs :math:`X_u` (standardised input space, learned), whitened inducing
-values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and :math:`q(v) = \mathcal{N}(\bar v, S)` (parameters ``u_loc`` and ``u_scale_tril``),
+values :math:`v = L_{uu}^{-1} u \sim \mathcal{N}(0, I)` and
+:math:`q(v) = \mathcal{N}(\bar v, S)` (parameters ``u_loc`` and ``u_scale_tril``),
 
 .. math::
     \mathcal{L} = \frac{N}{B}\sum_{i \in \mathcal{B}} \Big[
@@ -27,7 +28,8 @@ form too (:attr:`SparseGP.elbo_class` is ``TraceMeanField_ELBO``): only the phys
 is Monte Carlo. In Pyro: the sample site ``u`` (whitened, prior :math:`\mathcal{N}(0, I)`)
 with guide ``MultivariateNormal(u_loc, u_scale_tril + min_scale I)``, a ``data`` factor inside
 ``pyro.plate("points", N, subsample_size=B)`` (Pyro scales it by :math:`N/B`), and the same
-``Z``, ``eps`` and ``physics`` sites as the exact models (:class:`~pyro_pidkl.physics.PhysicsTerm`). Memory is
+``Z``, ``eps`` and ``physics`` sites as the exact models
+(:class:`~pyro_pidkl.physics.PhysicsTerm`). Memory is
 :math:`O(BM + M^2)` per step whatever :math:`N`; time per epoch is linear in :math:`N`.
 """
 
@@ -53,8 +55,9 @@ __all__ = ["InducingConditional", "SparseGP", "SparsePIDKL"]
 
 class InducingConditional:
     r""":math:`f \mid v` of the whitened sparse GP in the interface of
-    :class:`~pyro_pidkl.gp.posterior.GPPosterior` that :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw`
-    reads, so that the derivatives of the physics draw are in closed form here too:
+    :class:`~pyro_pidkl.gp.posterior.GPPosterior` that
+    :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw` reads, so that the derivatives of
+    the physics draw are in closed form here too:
 
     .. math:: \mu(x; v) = c + k(x, X_u)\,\alpha,\quad \alpha = L_{uu}^{-\top} v, \qquad
               s(x) = k(x, x) - k(x, X_u) K_{uu}^{-1} k(X_u, x),
@@ -193,7 +196,8 @@ class SparseGP(GPModel):
 
     def posterior_draw(self, draw_args, eps):
         r"""The draw :math:`f_{v,\epsilon}(x) = m_y + s_y(\mu(u; v) + \epsilon\sqrt{s(u)})`
-        as a function of user-unit points: a :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw` of
+        as a function of user-unit points: a
+        :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw` of
         :class:`InducingConditional` (derivatives in closed form) for one draw of ``v``
         unless ``derivatives="autograd"``; with ``physics_draw="marginal"`` or vectorised
         particles, a plain function differentiated by autograd."""
