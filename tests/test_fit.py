@@ -121,3 +121,96 @@ def test_the_default_optimiser_is_pyro_adam_in_fewer_ops():
     np.testing.assert_allclose(fast.losses, plain.losses, rtol=0, atol=1e-10)
     for a, b in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+def _models_for_the_elbo():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (25, 2))
+    y = np.sin(3 * X[:, 0]) * np.exp(-X[:, 1])
+    names = ("x", "t")
+    heat = physics.heat_1d(alpha=0.5)
+    return {
+        "pidkl": lambda: pk.PIDKL(X, y, heat, input_names=names, m=6, seed=0),
+        "pidkl-pointwise": lambda: pk.PIDKL(X, y, heat, input_names=names, m=6, seed=0,
+                                            draw="pointwise", gamma=3.0),
+        "dkl": lambda: pk.DKL(X, y, input_names=names, seed=0),
+        "pi-skl-gaussian": lambda: pk.SKL(X, y, input_names=names, physics=pk.PhysicsTerm(
+            heat, m=5, domain=physics.Gaussian())),
+        "burgers-autograd": lambda: pk.PIDKL(X, y, physics.burgers_1d(nu=0.1), input_names=names,
+                                             m=5, seed=0, derivatives="autograd"),
+        "conditioned": lambda: pk.PhysicsConditionedGP(X, y, heat, input_names=names,
+                                                        collocation=12, source="gp"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_models_for_the_elbo()))
+def test_the_default_elbo_equals_trace_elbo(name):
+    """The default (PriorGuideELBO: the model run once, latent sites from their priors)
+    against the plain path (Trace_ELBO: guide traced, model replayed, both scored): the same
+    loss and the same gradients, to 1e-10, from one random state."""
+    from pyro.infer import Trace_ELBO
+
+    model = _models_for_the_elbo()[name]()
+    elbo = pk.default_elbo(model)
+    assert isinstance(elbo, pk.PriorGuideELBO) and model.guide_is_prior
+    out = []
+    for loss in (elbo, Trace_ELBO()):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(7)
+        with pyro.poutine.trace(param_only=True) as tr:
+            value = loss.loss_and_grads(model.model, model.guide)
+        params = {n: s["value"].unconstrained() for n, s in tr.trace.nodes.items()}
+        out.append((value, {n: p.grad.clone() for n, p in params.items()}))
+        for p in params.values():
+            p.grad = None
+    (fast, g_fast), (plain, g_plain) = out
+    assert math.isfinite(fast) and abs(fast - plain) <= 1e-10 * max(1.0, abs(plain))
+    assert g_fast.keys() == g_plain.keys() and len(g_fast) >= 3
+    for n in g_plain:
+        torch.testing.assert_close(g_fast[n], g_plain[n], rtol=1e-10, atol=1e-10)
+
+
+def test_the_default_elbo_hands_other_guides_to_trace_elbo():
+    """A learned guide (a Bayesian equation parameter, a user's guide) or several particles:
+    Trace_ELBO's own computation, not the one-pass one; a latent site the model did not
+    declare stops the step."""
+    from pyro.infer.elbo import ELBO
+    from pyro.infer import Trace_ELBO
+
+    from pyro_pidkl.infer.elbo import PriorGuideELBO, guide_is_prior
+
+    t, y = _decay()
+    bayes = pk.PIDKL(t, y, physics.first_order_ode(
+        B=Parameter(1.0, prior=pyro.distributions.LogNormal(0.0, 1.0)), D=0.1), m=5, seed=0)
+    plain = pk.PIDKL(t, y, physics.first_order_ode(B=1.0, D=0.1), m=5, seed=0)
+    assert not bayes.guide_is_prior and plain.guide_is_prior
+    assert not guide_is_prior(bayes.model, bayes.guide)
+    assert not guide_is_prior(plain.model, lambda: None)        # not the model's own guide
+    assert guide_is_prior(plain.model, plain.guide)
+    assert not PriorGuideELBO(num_particles=2)._direct(plain.model, plain.guide)
+    calls = []
+    original = Trace_ELBO.loss_and_grads
+
+    def spy(self, model, guide, *args, **kwargs):
+        calls.append(type(self))
+        return original(self, model, guide, *args, **kwargs)
+    try:
+        Trace_ELBO.loss_and_grads = spy
+        pyro.clear_param_store()
+        assert math.isfinite(PriorGuideELBO().loss_and_grads(bayes.model, bayes.guide))
+        assert calls == [PriorGuideELBO]                 # went through Trace_ELBO's path
+        calls.clear()
+        PriorGuideELBO().loss_and_grads(plain.model, plain.guide)
+        assert calls == []                               # the one-pass path
+    finally:
+        Trace_ELBO.loss_and_grads = original
+        pyro.clear_param_store()
+    assert issubclass(PriorGuideELBO, ELBO)
+
+    class Extra(pk.DKL):
+        def model(self):
+            pyro.sample("w", pyro.distributions.Normal(0.0, 1.0))
+            return super().model()
+    extra = Extra(t, y, seed=0)
+    with pytest.raises(ValueError, match="latent site 'w'"):
+        PriorGuideELBO().loss(extra.model, extra.guide)

@@ -81,6 +81,26 @@ def test_physics_log_prob_is_the_source_gp_density():
         torch.testing.assert_close(model.physics.log_prob(h, Z), expected)
 
 
+@pytest.mark.parametrize("source_inputs", ["equation", "x", ("t",)])
+def test_source_covariance_is_pyros_se_kernel_on_its_columns(source_inputs):
+    """The written-out source covariance against pyro.contrib.gp's RBF (active_dims), on a
+    batch of point sets, with lengthscales that differ per input."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (20, 2)) * [2.0, 0.5]
+    y = np.sin(X[:, 0]) * np.exp(-X[:, 1])
+    model = pk.PIDKL(X, y, physics.heat_1d(alpha=0.3), input_names=("x", "t"), m=4,
+                     source_inputs=source_inputs, seed=0)
+    kern = model.physics.source_kernel
+    kern.lengthscale = torch.linspace(0.5, 0.9, kern.lengthscale.numel(), dtype=torch.float64)
+    kern.variance = torch.tensor(1.7, dtype=torch.float64)
+    Z = torch.rand(3, 4, 2, dtype=torch.float64)
+    with torch.no_grad():
+        U = model.standardizer.x_to_model(Z)
+        expected = torch.stack([kern(u) for u in U]) + (
+            model.physics.source_jitter * 1.7 * torch.eye(4, dtype=torch.float64))
+        torch.testing.assert_close(model.physics.source_covariance(Z), expected)
+
+
 def test_gamma_zero_gives_the_dkl_loss():
     X, y = _ode_data()
     losses = []

@@ -32,7 +32,7 @@ import math
 import torch
 
 from ..kernels.deep import se_on_all_features
-from ..kernels.feature_jets import feature_jet
+from ..kernels.feature_jets import feature_jet, rows
 from ..physics.derivatives import Field
 
 __all__ = ["DrawField", "PosteriorDraw"]
@@ -56,14 +56,14 @@ class DrawField(Field):
                  max_order=math.inf, why="", fallback=None, min_var=1e-12, plan=None):
         st, kernel = standardizer, posterior.kernel
         self._post, self._fallback = posterior, fallback
-        self._x_scale, self._y_scale = st.x_scale, st.y_scale
+        self._scale = st.derivative_scale
         self._directions = sorted({names.index(n) for n in (allowed or names)})
         self._plan = {idx for idx in (plan or ()) if 1 <= len(idx) <= 2}
         with torch.enable_grad():
             self._U = st.x_to_model(points.detach())
             ell = self._ell = kernel.kern.lengthscale
             self._net = posterior.feature_map
-            self._G, self._jet_pairs = {}, None
+            self._G, self._rows, self._jet_pairs = None, None, None
             if self._plan:   # phi(U) and the planned derivatives in one Taylor-mode pass
                 self._P = self._jet(set()) / ell                           # (m, F)
             else:
@@ -73,83 +73,78 @@ class DrawField(Field):
                   + (self._PX ** 2).sum(-1))
             s2 = kernel.kern.variance
             self._k = s2 * torch.exp(-0.5 * r2.clamp(min=0))               # (m, N)
-            self._C = {(): posterior.solve(self._k.T)}                     # K^{-1} k^T (N, m)
+            self._C0 = posterior.solve(self._k.T)                          # K^{-1} k^T (N, m)
             mu = self._k @ posterior.alpha + posterior.offset
-            v = s2 - (self._k * self._C[()].T).sum(-1)
+            v = s2 - (self._k * self._C0.T).sum(-1)
             self._keep = (v > min_var).to(v.dtype)
             self._sqrt_v = v.clamp(min=min_var).sqrt()
             self._eps = eps
-            self._kd, self._ed = {(): self._k}, {}
-            self._vd = {(): v}
             value = st.f_to_user(mu + eps * self._sqrt_v)
         super().__init__(value, points, names, allowed, max_order, why)
         self._autograd_field = None
 
-    # -- pieces ---------------------------------------------------------------------
+    # -- the derivatives, all planned ones in one stacked pass ---------------------------
     def _jet(self, extra):
         """One Taylor-mode pass for every derivative of the plan (the equation's last call)
-        and ``extra``, after any done before; stores :math:`G` and returns :math:`\\phi(U)`."""
+        and ``extra``, after any done before; keeps the feature derivatives stacked,
+        :math:`G` ``(n, m, F)`` with the row of each index in ``_rows``, and returns
+        :math:`\\phi(U)`."""
         pairs = {p for p in self._plan | set(extra) if len(p) == 2}
         if self._jet_pairs is not None:
             pairs |= self._jet_pairs              # a derivative off the plan: redo with it
-        phi, first, second = feature_jet(self._net, self._U, self._directions, sorted(pairs))
-        self._G.update({(a,): v / self._ell for a, v in first.items()})
-        self._G.update({p: v / self._ell for p, v in second.items()})
-        self._jet_pairs = pairs
+        pairs = sorted(pairs)
+        phi, T, directions = feature_jet(self._net, self._U, self._directions, pairs,
+                                         stacked=True)
+        self._G = T / self._ell
+        self._rows = {**{(a,): j for j, a in enumerate(directions)},
+                      **{p: len(directions) + j for j, p in enumerate(pairs)}}
+        self._jet_pairs = set(pairs)
         return phi
 
-    def _feature_derivative(self, idx):
-        """:math:`G_{idx} = \\partial_{idx} P` ``(m, F)`` for ``idx`` of length 1 or 2."""
-        if idx not in self._G:
-            self._jet({idx})
-        return self._G[idx]
-
-    def _e(self, idx):
-        """:math:`r \\cdot G_{idx}` ``(m, N)``."""
-        if idx not in self._ed:
-            G = self._feature_derivative(idx)
-            self._ed[idx] = (self._P * G).sum(-1, keepdim=True) - G @ self._PX.T
-        return self._ed[idx]
-
-    def _kernel_derivative(self, idx):
-        """:math:`\\partial_{idx} k(u, X)` ``(m, N)``."""
-        if idx not in self._kd:
-            k = self._k
-            if len(idx) == 1:
-                self._kd[idx] = -k * self._e(idx)
+    def _stacked(self, wanted):
+        r"""The derivatives ``wanted`` (index tuples of length 1 or 2) and the first ones
+        they need, stacked so that each step of the maths is one op for all of them:
+        :math:`e = r \cdot G` ``(n, m, N)``, :math:`\partial k`, :math:`\partial\mu =
+        \partial k\,\alpha`, :math:`\partial v`, :math:`\partial\sqrt v`; fills the cache
+        with :math:`\partial f_\epsilon` in the user's units."""
+        pairs = sorted({i for i in wanted if len(i) == 2})
+        firsts = sorted({(a,) for i in wanted for a in i})
+        if self._rows is None or any(i not in self._rows for i in firsts + pairs):
+            self._jet(set(firsts + pairs))
+        n1 = len(firsts)
+        ia = [firsts.index((a,)) for a, _ in pairs]
+        ib = [firsts.index((b,)) for _, b in pairs]
+        k, P, PX, C0T = self._k, self._P, self._PX, self._C0.T
+        G = rows(self._G, [self._rows[i] for i in firsts + pairs])            # (n, m, F)
+        e = (P * G).sum(-1, keepdim=True) - G @ PX.T                           # (n, m, N)
+        kd = -k * e[:n1] if not pairs else None
+        if pairs:
+            e1, G1 = e[:n1], G[:n1]
+            if ia == ib:
+                ee, GG = rows(e1, ia).square(), rows(G1, ia).square()
             else:
-                a, b = idx
-                Ga, Gb = self._feature_derivative((a,)), self._feature_derivative((b,))
-                self._kd[idx] = k * (self._e((a,)) * self._e((b,))
-                                     - (Ga * Gb).sum(-1, keepdim=True) - self._e(idx))
-        return self._kd[idx]
-
-    def _solved(self, idx):
-        """:math:`K^{-1} \\partial_{idx} k(X, u)` ``(N, m)``."""
-        if idx not in self._C:
-            self._C[idx] = self._post.solve(self._kernel_derivative(idx).T)
-        return self._C[idx]
-
-    def _var_derivative(self, idx):
-        """:math:`\\partial_{idx} v` ``(m,)`` (the prior variance :math:`s^2` is constant)."""
-        if idx not in self._vd:
-            q = 2 * (self._kernel_derivative(idx) * self._C[()].T).sum(-1)
-            if len(idx) == 2:
-                a, b = idx
-                if a == b:   # diag(k_a K^{-1} k_a^T): a quadratic form, no solve backward
-                    q = q + 2 * self._post.quad_diag(self._kernel_derivative((a,)).T)
-                else:
-                    q = q + 2 * (self._kernel_derivative((a,)) * self._solved((b,)).T).sum(-1)
-            self._vd[idx] = -q
-        return self._vd[idx]
-
-    def _sqrt_var_derivative(self, idx):
-        s, keep = self._sqrt_v, self._keep
-        if len(idx) == 1:
-            return keep * self._var_derivative(idx) / (2 * s)
-        a, b = idx
-        va, vb = self._var_derivative((a,)), self._var_derivative((b,))
-        return keep * (self._var_derivative(idx) / (2 * s) - va * vb / (4 * s ** 3))
+                ee, GG = rows(e1, ia) * rows(e1, ib), rows(G1, ia) * rows(G1, ib)
+            kd = k * torch.cat([-e1, ee - GG.sum(-1, keepdim=True) - e[n1:]])
+        mu = kd @ self._post.alpha                                             # (n, m)
+        v = -2 * (kd * C0T).sum(-1)                                            # (n, m)
+        s = self._sqrt_v
+        sv = v / (2 * s)
+        if pairs:
+            k1 = kd[:n1]
+            if ia == ib:   # diag(k_a K^{-1} k_a^T): quadratic forms, no solve backward
+                B = rows(k1, ia).reshape(-1, k.shape[-1]).T                    # (N, n2 m)
+                q = self._post.quad_diag(B).reshape(len(pairs), -1)
+                vv = rows(v[:n1], ia).square()
+            else:          # k_a K^{-1} k_b^T: one solve for every b
+                C1 = self._post.solve(k1.reshape(-1, k.shape[-1]).T)           # (N, n1 m)
+                q = (rows(k1, ia) * rows(C1.T.reshape(n1, *k.shape), ib)).sum(-1)
+                vv = rows(v[:n1], ia) * rows(v[:n1], ib)
+            sv = torch.cat([sv[:n1], sv[n1:] - q / s - vv / (4 * s ** 3)])
+        d = mu + self._eps * (self._keep * sv)
+        idxs = firsts + pairs
+        d = self._scale(idxs)[:, None] * d
+        for i, di in zip(idxs, d.unbind(0)):
+            self._cache.setdefault(i, di)
 
     # -- the Field interface ----------------------------------------------------------
     def _derivative(self, idx):
@@ -158,10 +153,7 @@ class DrawField(Field):
         if len(idx) > 2:
             return self._autograd(idx)
         with torch.enable_grad():
-            mu = self._kernel_derivative(idx) @ self._post.alpha
-            d = mu + self._eps * self._sqrt_var_derivative(idx)
-            scale = self._y_scale / torch.prod(self._x_scale[list(idx)])
-            self._cache[idx] = scale * d
+            self._stacked({i for i in self._plan | {idx} if i not in self._cache})
         return self._cache[idx]
 
     def _autograd(self, idx):

@@ -50,6 +50,19 @@ class Standardizer(nn.Module):
         """Standardised function values to the user's units."""
         return self.y_loc + self.y_scale * f
 
+    def derivative_scale(self, indices):
+        r""":math:`c_\alpha = s_y / \prod_{a \in \alpha} s_{x,a}` for each derivative index
+        tuple :math:`\alpha` of ``indices`` (``(n,)``, not differentiated), so that
+        :math:`\partial^\alpha f = c_\alpha\, \partial^\alpha_u f_s`. Kept per index
+        list, device and dtype: the statistics do not change after construction."""
+        key = (tuple(indices), self.x_scale.device, self.x_scale.dtype)
+        cache = self.__dict__.setdefault("_derivative_scales", {})
+        if key not in cache:
+            with torch.no_grad():
+                cache[key] = torch.stack([self.y_scale / torch.prod(self.x_scale[list(i)])
+                                          for i in indices])
+        return cache[key]
+
     def var_to_user(self, var):
         """Standardised variances to the user's units."""
         return var * self.y_scale ** 2

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer import Trace_ELBO
 from pyro.infer.util import zero_grads
 from tqdm import tqdm
 
 from ..checks import positive_int
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+from .elbo import PriorGuideELBO
 
 __all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
 
@@ -62,9 +62,11 @@ class _TorchAdam:
 
 def default_elbo(model, num_particles=1, vectorize_particles=False):
     """The ELBO a model trains with: its ``elbo_class`` if it has one (e.g.
-    ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`), else ``Trace_ELBO``,
+    ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`), else
+    :class:`~pyro_pidkl.infer.elbo.PriorGuideELBO` (``Trace_ELBO``'s value and gradients in
+    one pass of the model when its guide is the prior; ``Trace_ELBO`` itself otherwise),
     with the model's ``max_plate_nesting``."""
-    elbo_class = getattr(model, "elbo_class", Trace_ELBO)
+    elbo_class = getattr(model, "elbo_class", PriorGuideELBO)
     return elbo_class(num_particles=int(num_particles),
                       vectorize_particles=bool(vectorize_particles) and num_particles > 1,
                       max_plate_nesting=getattr(model, "max_plate_nesting", 0))
@@ -118,9 +120,10 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         iterate of a stochastic objective.
     :param optimizer: a ``pyro.optim`` optimiser (default: Adam with ``lr`` over all the
         parameters at once, the update of ``pyro.optim.Adam({"lr": lr})`` in fewer ops).
-    :param loss: an ELBO (default: the model's ``elbo_class`` if it has one, e.g.
-        ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`, else
-        ``Trace_ELBO``).
+    :param loss: an ELBO (default: :func:`default_elbo`: the model's ``elbo_class`` if it
+        has one, e.g. ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`,
+        else :class:`~pyro_pidkl.infer.elbo.PriorGuideELBO`, which is ``Trace_ELBO``'s
+        estimate computed in one pass when the guide is the prior).
     :param guide: a guide overriding ``model.guide``.
     :param callback: ``callback(step, loss)`` after each step.
     :returns: :class:`FitResult`.

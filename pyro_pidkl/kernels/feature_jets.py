@@ -10,7 +10,7 @@ from torch import nn
 from .deep import WithInputs
 from .features import MLP
 
-__all__ = ["feature_jet"]
+__all__ = ["feature_jet", "rows"]
 
 
 def _activation_derivatives(module, z, t):
@@ -31,35 +31,47 @@ def _activation_derivatives(module, z, t):
     return None
 
 
-def _taylor(net, z, D, H, ia, ib):
-    """Propagate values ``z`` ``(m, w)``, first derivatives ``D`` ``(n1, m, w)`` and second
-    derivatives ``H`` ``(n2, m, w)`` (pair ``k`` is ``d_{ia[k]} d_{ib[k]}``, indices into
-    ``D``) through ``net`` in Taylor mode, the streams stacked so that a layer is one matrix
-    product; ``None`` when a sub-module is not supported."""
+def rows(x, index):
+    """``x[index]`` along the first dimension for a list of ints: a slice (a view, no copy
+    and no index op) when the list is a run of consecutive rows."""
+    start = index[0]
+    if list(index) == list(range(start, start + len(index))):
+        return x[start:start + len(index)]
+    return x[index]
+
+
+def _taylor(net, z, T, n1, ia, ib):
+    """Propagate values ``z`` ``(m, w)`` and the derivative streams ``T`` ``(n1 + n2, m, w)``
+    (first derivatives, then the second derivatives of the pairs ``d_{ia[k]} d_{ib[k]}``,
+    indices into the first ``n1``) through ``net`` in Taylor mode, so that a layer is one
+    matrix product for every stream; ``None`` when a sub-module is not supported."""
     if isinstance(net, MLP):
-        return _taylor(net.layers, z, D, H, ia, ib)
+        return _taylor(net.layers, z, T, n1, ia, ib)
     if isinstance(net, nn.Sequential):
         for sub in net:
-            out = _taylor(sub, z, D, H, ia, ib)
+            out = _taylor(sub, z, T, n1, ia, ib)
             if out is None:
                 return None
-            z, D, H = out
-        return z, D, H
+            z, T = out
+        return z, T
     if isinstance(net, nn.Linear):
-        DH = torch.cat([D, H]) @ net.weight.T
-        return net(z), DH[:D.shape[0]], DH[D.shape[0]:]
+        return net(z), T @ net.weight.T
     if isinstance(net, WithInputs):
-        out = _taylor(net.feature_net, z, D, H, ia, ib)
+        out = _taylor(net.feature_net, z, T, n1, ia, ib)
         if out is None:
             return None
-        return (torch.cat([out[0], z], -1), torch.cat([out[1], D], -1),
-                torch.cat([out[2], H], -1))
+        return torch.cat([out[0], z], -1), torch.cat([out[1], T], -1)
     t = net(z)
     derivs = _activation_derivatives(net, z, t)
     if derivs is None:
         return None
     d1, d2 = derivs
-    return t, d1 * D, d2 * D[ia] * D[ib] + d1 * H
+    out = d1 * T
+    if ia:   # the chain rule's second term of each pair: sigma'' D_a D_b
+        D = T[:n1]
+        Da = rows(D, ia)
+        out[n1:] += d2 * (Da.square() if ia == ib else Da * rows(D, ib))
+    return t, out
 
 
 def _jvp(outputs, inputs, v):
@@ -71,10 +83,12 @@ def _jvp(outputs, inputs, v):
     return jv
 
 
-def feature_jet(net, U, directions, pairs=()):
+def feature_jet(net, U, directions, pairs=(), stacked=False):
     r"""The feature map and its derivatives at points ``U`` ``(m, d)``:
     ``(phi (m, F), {a: d_a phi for a in directions}, {(a, b): d_a d_b phi for (a, b) in
-    pairs})``.
+    pairs})``; with ``stacked``, ``(phi, T, directions)``: the derivatives as one tensor
+    ``T`` ``(n1 + n2, m, F)``, the first derivatives along the sorted ``directions`` (those
+    given and those of the pairs), then the pairs in the order given.
 
     Taylor-mode propagation for :class:`~pyro_pidkl.kernels.features.MLP` / ``nn.Sequential`` of
     ``nn.Linear`` and ``Tanh``, ``Sigmoid``, ``SiLU``, ``Identity`` (and the ``[phi(u), u]``
@@ -83,18 +97,25 @@ def feature_jet(net, U, directions, pairs=()):
     eye = torch.eye(U.shape[-1], dtype=U.dtype, device=U.device)
     directions = sorted(set(directions) | {a for p in pairs for a in p})
     pairs = list(pairs)
-    D = eye[directions][:, None, :].expand(len(directions), *U.shape)
-    H = U.new_zeros((len(pairs),) + U.shape)
+    n1 = len(directions)
+    T = torch.cat([eye[directions][:, None, :].expand(n1, *U.shape),
+                   U.new_zeros((len(pairs),) + U.shape)])
     ia = [directions.index(a) for a, _ in pairs]
     ib = [directions.index(b) for _, b in pairs]
-    out = _taylor(net, U, D, H, ia, ib)
+    out = _taylor(net, U, T, n1, ia, ib)
     if out is not None:
-        phi, D, H = out
-        return phi, dict(zip(directions, D.unbind(0))), dict(zip(pairs, H.unbind(0)))
+        phi, T = out
+        if stacked:
+            return phi, T, directions
+        return (phi, dict(zip(directions, T[:n1].unbind(0))),
+                dict(zip(pairs, T[n1:].unbind(0))))
     dz = {a: eye[a].expand_as(U) for a in directions}
     with torch.enable_grad():
         Uq = U if U.requires_grad else U.detach().requires_grad_(True)
         phi = net(Uq)
         first = {a: _jvp(phi, Uq, dz[a]) for a in directions}
         second = {(a, b): _jvp(first[a], Uq, dz[b]) for (a, b) in pairs}
+    if stacked:
+        return phi, torch.stack([first[a] for a in directions]
+                                + [second[p] for p in pairs]), directions
     return phi, first, second

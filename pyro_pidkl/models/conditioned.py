@@ -220,11 +220,7 @@ class PhysicsConditionedGP(ExactGP):
     def _derivative_scale(self, idx):
         r""":math:`\partial^\alpha f_{user} = c_\alpha \partial^\alpha_u f_s`:
         :math:`c_\alpha = s_y / \prod_{a \in \alpha} s_{x,a}`."""
-        st = self.standardizer
-        scale = st.y_scale
-        for a in idx:
-            scale = scale / st.x_scale[a]
-        return scale
+        return self.standardizer.derivative_scale([idx])[0]
 
     def linearise(self):
         r"""The equation at :math:`Z`, linearised around :math:`f_0` and written for the
@@ -301,6 +297,9 @@ class PhysicsConditionedGP(ExactGP):
         if not self.linear:
             self.f0 = self._user_jet(joint)              # next linearisation point (detached)
         return joint
+
+    #: the guide has no latent sites and learns nothing
+    guide_is_prior = True
 
     @pyro_method
     def guide(self):

@@ -30,6 +30,18 @@ class ExactGP(GPModel):
     Arguments as :class:`~pyro_pidkl.models.base.GPModel`.
     """
 
+    #: the latent sites a guide of this model may draw from their priors (the physics term's)
+    prior_sites = ("Z", "eps")
+
+    @property
+    def guide_is_prior(self):
+        """Whether :meth:`guide` draws every latent site from its prior and learns nothing
+        (so that :class:`~pyro_pidkl.infer.elbo.PriorGuideELBO` computes ``Trace_ELBO``'s
+        value in one pass): true unless the guide is overridden or the physics term has
+        Bayesian equation parameters (whose guide is learned)."""
+        return (type(self).guide is ExactGP.guide
+                and (self.physics is None or self.physics.equation_guide is None))
+
     def posterior(self):
         """The :class:`~pyro_pidkl.gp.posterior.GPPosterior` at the current parameters
         (one Cholesky of ``K + sigma^2 I``)."""

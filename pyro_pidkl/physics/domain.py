@@ -77,7 +77,9 @@ class Box(_Domain):
 
     def distribution(self, m):
         """``(m, d)`` points drawn uniformly (one event)."""
-        return dist.Uniform(self.low, self.high).expand([m, self.low.shape[0]]).to_event(2)
+        # no per-draw argument checks: the bounds were checked when the box was resolved
+        return dist.Uniform(self.low, self.high, validate_args=False).expand(
+            [m, self.low.shape[0]]).to_event(2)
 
 
 class Gaussian(_Domain):
@@ -104,4 +106,5 @@ class Gaussian(_Domain):
 
     def distribution(self, m):
         """``(m, d)`` independent normal points (one event)."""
-        return dist.Normal(self.loc, self.scale).expand([m, self.loc.shape[0]]).to_event(2)
+        return dist.Normal(self.loc, self.scale, validate_args=False).expand(
+            [m, self.loc.shape[0]]).to_event(2)

@@ -34,7 +34,7 @@ from ..errors import NonFiniteError
 from ..gp.posterior import jittered_cholesky
 from ..kernels.deep import feature_map
 from ..kernels.features import smoothness_order
-from ..kernels.se import batched, se_ard
+from ..kernels.se import se_ard
 from ..param_scope import own_parameters
 from .domain import Box
 from .equation import Equation, source_columns
@@ -106,6 +106,9 @@ class PhysicsTerm(PyroModule):
         self.domain = (self._domain or Box()).resolve(gp.X, names)
         cols = source_columns(self._source_inputs, self.equation, names)
         self.source_kernel = se_ard(len(names), cols, dtype=gp.X.dtype).to(gp.X.device)
+        # the columns kappa reads (None: all of them, in order)
+        self.register_buffer("_source_cols", None if list(cols) == list(range(len(names)))
+                             else torch.tensor(cols, device=gp.X.device), persistent=False)
         self._units = (gp.standardizer,)   # a tuple: the model owns the module
         net = feature_map(gp.kernel)
         self.max_order = smoothness_order(net) if net is not None else math.inf
@@ -159,7 +162,7 @@ class PhysicsTerm(PyroModule):
             return torch.zeros(1, dtype=like.dtype, device=like.device)
         size = 1 if self.draw == "function" else self.m
         zero = torch.zeros(size, dtype=like.dtype, device=like.device)
-        return pyro.sample("eps", dist.Normal(zero, 1.0).to_event(1))
+        return pyro.sample("eps", dist.Normal(zero, 1.0, validate_args=False).to_event(1))
 
     def residual(self, draw, Z, eps):
         r""":math:`h(Z, \epsilon) = \psi[f_\epsilon](Z)`, shape ``Z.shape[:-1]``.
@@ -174,6 +177,20 @@ class PhysicsTerm(PyroModule):
         self._plan = frozenset(field.requested)
         return h.reshape(batch)
 
+    def source_covariance(self, Z):
+        r""":math:`\kappa(Z, Z)` plus its relative nugget, ``(..., m, m)`` for ``Z``
+        ``(..., m, d)`` (user units): the SE-ARD source kernel on the standardised inputs it
+        uses, written out (one op per step of the formula, any batch shape)."""
+        kern = self.source_kernel
+        U = self._units[0].x_to_model(Z)
+        if self._source_cols is not None:
+            U = U.index_select(-1, self._source_cols)
+        U = U / kern.lengthscale
+        r2 = (U.unsqueeze(-2) - U.unsqueeze(-3)).pow(2).sum(-1)              # (..., m, m)
+        s2 = kern.variance
+        eye = torch.eye(Z.shape[-2], dtype=Z.dtype, device=Z.device)
+        return s2 * (torch.exp(-0.5 * r2) + self.source_jitter * eye)
+
     def log_prob(self, h, Z):
         r""":math:`\log \mathcal{N}(h \mid 0, \kappa(Z, Z))`, reduced over the ``m`` points."""
         if not torch.isfinite(h).all():
@@ -181,12 +198,11 @@ class PhysicsTerm(PyroModule):
             raise NonFiniteError(
                 f"The residual of equation {self.equation.name!r} is NaN/inf at {bad} of "
                 f"{h.numel()} collocation points (parameters: {self.equation_parameters()})")
-        Sigma = batched(self.source_kernel, self._units[0].x_to_model(Z))
+        Sigma = self.source_covariance(Z)
         m = Sigma.shape[-1]
-        scale = self.source_kernel.variance
-        Sigma = Sigma + (self.source_jitter * scale) * torch.eye(m, dtype=Sigma.dtype,
-                                                                 device=Sigma.device)
-        L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
+        L, info = torch.linalg.cholesky_ex(Sigma)
+        if info.any():   # escalate a jitter (or say why not)
+            L = jittered_cholesky(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
         # MultivariateNormal(0, scale_tril=L).log_prob(h), without its per-call validation
         w = torch.linalg.solve_triangular(L, h.unsqueeze(-1), upper=False).squeeze(-1)
         return (-0.5 * w.pow(2).sum(-1) - L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
