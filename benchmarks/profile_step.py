@@ -32,7 +32,7 @@ def main(argv=None):
     from torch.profiler import profile
 
     from pyro_pidkl import DKL, PIDKL, physics
-    from pyro_pidkl.infer.svi import default_elbo, svi_step
+    from pyro_pidkl.infer.svi import _TorchAdam, default_elbo, svi_step
 
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
@@ -46,7 +46,7 @@ def main(argv=None):
         pyro.clear_param_store()
         model = (PIDKL(X, y, physics.heat_1d(alpha=0.5), input_names=("x", "t"), m=args.m)
                  if name == "pidkl" else DKL(X, y, input_names=("x", "t")))
-        elbo, optim = default_elbo(model), pyro.optim.Adam({"lr": 1e-3})
+        elbo, optim = default_elbo(model), _TorchAdam(1e-3)
         for _ in range(steps):
             svi_step(model, elbo, optim)
         with profile(record_shapes=args.shapes) as prof:

@@ -206,3 +206,64 @@ def test_closed_form_field_respects_covariates():
     with pytest.raises(ValueError, match="not among its declared inputs"):
         f.d("t")
     assert math.isfinite(float(f.d("x", "x").detach().sum()))
+
+
+@pytest.mark.parametrize("activation", [nn.Tanh, nn.Sigmoid, nn.SiLU, nn.Identity])
+@pytest.mark.parametrize("pairs", [[], [(0, 0), (2, 2)], [(0, 0), (0, 2), (2, 2)]])
+def test_taylor_chain_is_one_node_with_autograds_gradients(activation, pairs):
+    """The chain's jet as one node (written-out backward) against the layer-by-layer jet
+    under autograd: values, and the gradients of the weights and the points for random
+    upstream gradients; then torch's gradcheck (finite differences) of the chain itself."""
+    from pyro_pidkl.kernels.feature_jets import _taylor
+    from pyro_pidkl.kernels.taylor_chain import _TaylorChain, chain_layers, taylor_chain
+
+    torch.manual_seed(0)
+    net = MLP(3, 4, width=5, depth=2, activation=activation)
+    U = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    directions = [0, 2]
+    n1, ia, ib = 2, [directions.index(a) for a, _ in pairs], [directions.index(b) for _, b in pairs]
+    eye = torch.eye(3, dtype=torch.float64)
+    T0 = torch.cat([eye[directions][:, None, :].expand(2, 6, 3),
+                    torch.zeros(len(pairs), 6, 3, dtype=torch.float64)])
+    wz, wT = torch.randn(6, 4, dtype=torch.float64), torch.randn(2 + len(pairs), 6, 4,
+                                                                  dtype=torch.float64)
+    params = [U] + list(net.parameters())
+    results = []
+    for jet in (lambda: taylor_chain(chain_layers(net), U, T0, n1, ia, ib),
+                lambda: _taylor(net, U, T0, n1, ia, ib)):
+        z, T = jet()
+        results.append((z.detach(), T.detach(),
+                        torch.autograd.grad((z * wz).sum() + (T * wT).sum(), params)))
+    (z1, T1, g1), (z2, T2, g2) = results
+    torch.testing.assert_close(z1, z2, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(T1, T2, rtol=1e-13, atol=1e-13)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11)
+    kinds = tuple(type(layer) for layer in chain_layers(net))
+    weights = [p.detach().clone().requires_grad_(True) for p in net.parameters()]
+
+    def chain(U, *weights):   # W1, b1, W2, b2, ... in the order of the layers
+        return _TaylorChain.apply(U, T0, kinds, n1, ia, ib, *weights)
+    assert torch.autograd.gradcheck(chain, (U, *weights))
+
+
+def test_taylor_chain_takes_only_plain_chains():
+    from pyro_pidkl.kernels.taylor_chain import chain_layers
+
+    class MyTanh(nn.Tanh):
+        def forward(self, x):
+            return 2 * torch.tanh(x)
+    assert len(chain_layers(MLP(2, 3, width=4, depth=2))) == 5
+    assert chain_layers(nn.Sequential(nn.Linear(2, 3), MyTanh())) is None
+    assert chain_layers(nn.Sequential(nn.Linear(2, 3), nn.Softplus())) is None
+    assert len(chain_layers(nn.Sequential(nn.Sequential(nn.Linear(2, 3), nn.SiLU()),
+                                          nn.Linear(3, 1)))) == 3
+    # layers without a bias: the stacked (one-node) jet equals the dict (autograd) one
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(2, 3, bias=False, dtype=torch.float64), nn.Tanh(),
+                        nn.Linear(3, 2, dtype=torch.float64))
+    U = torch.randn(4, 2, dtype=torch.float64)
+    phi, T, _ = feature_jet(net, U, [0, 1], [(0, 1)], stacked=True)
+    phi2, first, second = feature_jet(net, U, [0, 1], [(0, 1)])
+    torch.testing.assert_close(phi, phi2)
+    torch.testing.assert_close(T, torch.stack([first[0], first[1], second[(0, 1)]]))

@@ -103,3 +103,40 @@ def test_jitter_escalates_then_raises():
         jittered_cholesky(bad, max_jitter=1e-2)
     with pytest.raises(ValueError, match="NaN or inf"):
         jittered_cholesky(torch.tensor([[math.nan]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("where", ["diagonal", "off-diagonal", "last row"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_nan_or_inf_anywhere_in_a_symmetric_matrix_is_caught(where, bad):
+    """The finiteness check reads the factor's diagonal (n numbers), not K (n^2): a
+    non-finite entry anywhere in a symmetric K must still be caught, with the NaN message."""
+    A = torch.randn(6, 6, dtype=torch.float64)
+    K = A @ A.T + 6 * torch.eye(6, dtype=torch.float64)
+    i, j = {"diagonal": (2, 2), "off-diagonal": (3, 1), "last row": (5, 0)}[where]
+    K[i, j] = K[j, i] = bad
+    with pytest.raises(ValueError, match="NaN or inf"):
+        jittered_cholesky(K)
+
+
+def test_se_gram_is_pyros_rbf_plus_noise_with_the_gradients_of_autograd():
+    """se_gram against pyro.contrib.gp's RBF + noise I: values, and gradients for a
+    non-symmetric upstream gradient against autograd through the RBF; and torch's gradcheck
+    (finite differences) of the written-out backward."""
+    from pyro_pidkl.kernels import se_gram
+
+    torch.manual_seed(0)
+    P = torch.randn(9, 3, dtype=torch.float64, requires_grad=True)
+    s2 = torch.tensor(1.3, dtype=torch.float64, requires_grad=True)
+    noise = torch.tensor(0.07, dtype=torch.float64, requires_grad=True)
+    G = torch.randn(9, 9, dtype=torch.float64)
+    rbf = se_ard(3, variance=1.0, lengthscale=1.0)
+    out = []
+    for gram in (lambda: se_gram(P, s2, noise),
+                 lambda: s2 * rbf(P) + noise * torch.eye(9, dtype=torch.float64)):
+        K = gram()
+        out.append((K.detach(), torch.autograd.grad((K * G).sum(), (P, s2, noise))))
+    (K1, g1), (K2, g2) = out
+    torch.testing.assert_close(K1, K2, rtol=1e-14, atol=1e-14)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(se_gram, (P, s2, noise))

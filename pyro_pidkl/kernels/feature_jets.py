@@ -9,6 +9,7 @@ from torch import nn
 
 from .deep import WithInputs
 from .features import MLP
+from .taylor_chain import chain_layers, taylor_chain
 
 __all__ = ["feature_jet", "rows"]
 
@@ -88,7 +89,9 @@ def feature_jet(net, U, directions, pairs=(), stacked=False):
     ``(phi (m, F), {a: d_a phi for a in directions}, {(a, b): d_a d_b phi for (a, b) in
     pairs})``; with ``stacked``, ``(phi, T, directions)``: the derivatives as one tensor
     ``T`` ``(n1 + n2, m, F)``, the first derivatives along the sorted ``directions`` (those
-    given and those of the pairs), then the pairs in the order given.
+    given and those of the pairs), then the pairs in the order given, computed for a chain
+    of layers as one autograd node (:func:`~pyro_pidkl.kernels.taylor_chain.taylor_chain`,
+    not differentiable twice).
 
     Taylor-mode propagation for :class:`~pyro_pidkl.kernels.features.MLP` / ``nn.Sequential`` of
     ``nn.Linear`` and ``Tanh``, ``Sigmoid``, ``SiLU``, ``Identity`` (and the ``[phi(u), u]``
@@ -102,6 +105,13 @@ def feature_jet(net, U, directions, pairs=(), stacked=False):
                    U.new_zeros((len(pairs),) + U.shape)])
     ia = [directions.index(a) for a, _ in pairs]
     ib = [directions.index(b) for _, b in pairs]
+    inner = net.feature_net if isinstance(net, WithInputs) else net
+    layers = chain_layers(inner) if stacked else None
+    if layers is not None:   # the whole chain as one autograd node
+        phi, T_out = taylor_chain(layers, U, T, n1, ia, ib)
+        if inner is not net:
+            phi, T_out = torch.cat([phi, U], -1), torch.cat([T_out, T], -1)
+        return phi, T_out, directions
     out = _taylor(net, U, T, n1, ia, ib)
     if out is not None:
         phi, T = out

@@ -12,7 +12,7 @@ Source kernel (the GP prior of :math:`g`), SE-ARD on selected inputs:
 import torch
 from pyro.contrib.gp.kernels import RBF
 
-__all__ = ["batched", "se_ard"]
+__all__ = ["batched", "se_ard", "se_gram"]
 
 
 def se_ard(input_dim, active_dims=None, variance=1.0, lengthscale=1.0, dtype=torch.float64):
@@ -41,3 +41,45 @@ def batched(kernel, Z):
     flat = Z.reshape(-1, *Z.shape[-2:])
     K = torch.stack([kernel(z) for z in flat])
     return K.reshape(*Z.shape[:-1], Z.shape[-2])
+
+
+class _SEGram(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, P, variance, noise):
+        # the formula of pyro.contrib.gp's RBF, in place: r2 = |p_i|^2 - 2 p_i.p_j + |p_j|^2
+        sq = (P * P).sum(-1, keepdim=True)
+        E = (P @ P.T).mul_(-2).add_(sq).add_(sq.T).clamp_(min=0).mul_(-0.5).exp_()
+        ctx.save_for_backward(P, variance, E)
+        K = variance * E
+        K.diagonal().add_(noise)
+        return K
+
+    @staticmethod
+    def backward(ctx, grad_K):
+        P, variance, E = ctx.saved_tensors
+        SE = (grad_K + grad_K.T).mul_(E)                   # (G + G^T) o E
+        rowsum = SE.sum(-1, keepdim=True)
+        grad_P = (SE @ P - rowsum * P) * variance if ctx.needs_input_grad[0] else None
+        grad_var = 0.5 * rowsum.sum() if ctx.needs_input_grad[1] else None
+        grad_noise = grad_K.diagonal().sum() if ctx.needs_input_grad[2] else None
+        return grad_P, grad_var, grad_noise
+
+
+def se_gram(P, variance, noise):
+    r"""The SE Gram matrix plus noise, :math:`K = s^2 \exp(-\tfrac12 \|p_i - p_j\|^2) +
+    \sigma^2 I` ``(N, N)`` for scaled points :math:`P` ``(N, F)`` (inputs or features over
+    their lengthscales), with the backward written out: for an upstream gradient
+    :math:`G`, :math:`W = (G + G^\top) \circ E`, :math:`E = \exp(-\tfrac12 r^2)`,
+
+    .. math::
+        \bar P = s^2\,(W P - \mathrm{diag}(W 1) P), \qquad
+        \bar{s^2} = \tfrac12\, 1^\top W 1, \qquad \bar{\sigma^2} = \mathrm{tr}\, G,
+
+    three ``N x N`` passes and one product where autograd through the formula makes about
+    ten. The same values as ``pyro.contrib.gp.kernels.RBF`` (its formula, in place).
+
+    :param torch.Tensor P: ``(N, F)``.
+    :param torch.Tensor variance: :math:`s^2` (scalar tensor).
+    :param torch.Tensor noise: :math:`\sigma^2` (scalar tensor).
+    """
+    return _SEGram.apply(P, variance, noise)
