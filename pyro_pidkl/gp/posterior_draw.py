@@ -32,7 +32,8 @@ import math
 import torch
 
 from ..kernels.deep import se_on_all_features
-from ..kernels.feature_jets import feature_jet, rows
+from ..kernels.feature_jets import feature_jet
+from ..kernels.taylor_chain import rows
 from ..physics.derivatives import Field
 
 __all__ = ["DrawField", "PosteriorDraw"]

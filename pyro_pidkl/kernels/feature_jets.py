@@ -9,69 +9,41 @@ from torch import nn
 
 from .deep import WithInputs
 from .features import MLP
-from .taylor_chain import chain_layers, taylor_chain
+from .taylor_chain import (ACTIVATIONS, activation_jet, chain_layers, pair_products,
+                           taylor_chain)
 
-__all__ = ["feature_jet", "rows"]
-
-
-def _activation_derivatives(module, z, t):
-    """``(sigma'(z), sigma''(z))`` of a supported element-wise activation with output
-    ``t = sigma(z)``, else ``None``."""
-    if isinstance(module, nn.Tanh):
-        d1 = 1 - t * t
-        return d1, -2 * t * d1
-    if isinstance(module, nn.Sigmoid):
-        d1 = t * (1 - t)
-        return d1, d1 * (1 - 2 * t)
-    if isinstance(module, nn.SiLU):
-        s = torch.sigmoid(z)
-        ds = s * (1 - s)
-        return s + z * ds, ds * (2 + z * (1 - 2 * s))
-    if isinstance(module, nn.Identity):
-        return torch.ones_like(z), torch.zeros_like(z)
-    return None
-
-
-def rows(x, index):
-    """``x[index]`` along the first dimension for a list of ints: a slice (a view, no copy
-    and no index op) when the list is a run of consecutive rows."""
-    start = index[0]
-    if list(index) == list(range(start, start + len(index))):
-        return x[start:start + len(index)]
-    return x[index]
+__all__ = ["feature_jet"]
 
 
 def _taylor(net, z, T, n1, ia, ib):
     """Propagate values ``z`` ``(m, w)`` and the derivative streams ``T`` ``(n1 + n2, m, w)``
     (first derivatives, then the second derivatives of the pairs ``d_{ia[k]} d_{ib[k]}``,
     indices into the first ``n1``) through ``net`` in Taylor mode, so that a layer is one
-    matrix product for every stream; ``None`` when a sub-module is not supported."""
-    if isinstance(net, MLP):
+    matrix product for every stream; ``None`` when a sub-module is not supported (layer types
+    are matched exactly: a subclass may compute something else)."""
+    if type(net) is MLP:
         return _taylor(net.layers, z, T, n1, ia, ib)
-    if isinstance(net, nn.Sequential):
+    if type(net) is nn.Sequential:
         for sub in net:
             out = _taylor(sub, z, T, n1, ia, ib)
             if out is None:
                 return None
             z, T = out
         return z, T
-    if isinstance(net, nn.Linear):
+    if type(net) is nn.Linear:
         return net(z), T @ net.weight.T
     if isinstance(net, WithInputs):
         out = _taylor(net.feature_net, z, T, n1, ia, ib)
         if out is None:
             return None
         return torch.cat([out[0], z], -1), torch.cat([out[1], T], -1)
-    t = net(z)
-    derivs = _activation_derivatives(net, z, t)
-    if derivs is None:
+    if type(net) not in ACTIVATIONS:
         return None
-    d1, d2 = derivs
+    t, d1, d2 = activation_jet(type(net), z, order=2)
     out = d1 * T
     if ia:   # the chain rule's second term of each pair: sigma'' D_a D_b
         D = T[:n1]
-        Da = rows(D, ia)
-        out[n1:] += d2 * (Da.square() if ia == ib else Da * rows(D, ib))
+        out[n1:] += d2 * pair_products(D, ia, ib)
     return t, out
 
 

@@ -34,11 +34,14 @@ from torch.autograd.function import once_differentiable
 
 from .features import MLP
 
-__all__ = ["chain_layers", "taylor_chain"]
+__all__ = ["ACTIVATIONS", "activation_jet", "chain_layers", "pair_products", "rows",
+           "taylor_chain"]
 
 
-#: the layers the chain takes (exact types: a subclass may compute something else)
-_LAYERS = (nn.Linear, nn.Tanh, nn.Sigmoid, nn.SiLU, nn.Identity)
+#: the element-wise activations of a Taylor-mode jet (exact types: a subclass may compute
+#: something else)
+ACTIVATIONS = (nn.Tanh, nn.Sigmoid, nn.SiLU, nn.Identity)
+_LAYERS = (nn.Linear,) + ACTIVATIONS
 
 
 def chain_layers(net):
@@ -60,32 +63,53 @@ def chain_layers(net):
     return None
 
 
-def _activation(kind, z):
-    r""":math:`(\sigma, \sigma', \sigma'', \sigma''')` at ``z``."""
+def activation_jet(kind, z, order=3):
+    r""":math:`(\sigma, \sigma', \sigma'')` at ``z`` for an activation type of
+    :data:`ACTIVATIONS`, and the third derivative too with ``order=3``."""
     if kind is nn.Tanh:
         t = torch.tanh(z)
         d1 = 1 - t * t
         d2 = -2 * t * d1
-        return t, d1, d2, -2 * (d1 * d1 + t * d2)
+        return (t, d1, d2) if order < 3 else (t, d1, d2, -2 * (d1 * d1 + t * d2))
     if kind is nn.Sigmoid:
         t = torch.sigmoid(z)
         d1 = t * (1 - t)
         c = 1 - 2 * t
         d2 = d1 * c
-        return t, d1, d2, d2 * c - 2 * d1 * d1
+        return (t, d1, d2) if order < 3 else (t, d1, d2, d2 * c - 2 * d1 * d1)
     if kind is nn.SiLU:
         s = torch.sigmoid(z)
         ds = s * (1 - s)
         c = 1 - 2 * s
         e = 2 + z * c
-        return z * s, s + z * ds, ds * e, ds * c * e + ds * (c - 2 * z * ds)
-    one = torch.ones_like(z)
-    return z, one, torch.zeros_like(z), torch.zeros_like(z)
+        t, d1, d2 = z * s, s + z * ds, ds * e
+        return (t, d1, d2) if order < 3 else (t, d1, d2, ds * c * e + ds * (c - 2 * z * ds))
+    one, zero = torch.ones_like(z), torch.zeros_like(z)
+    return (z, one, zero) if order < 3 else (z, one, zero, zero)
 
 
-def _pair_products(D, ia, ib):
+def rows(x, index):
+    """``x[index]`` along the first dimension for a list of ints: a slice (a view, no copy
+    and no index op) when the list is a run of consecutive rows."""
+    start = index[0]
+    if list(index) == list(range(start, start + len(index))):
+        return x[start:start + len(index)]
+    return x[index]
+
+
+def pair_products(D, ia, ib):
     """:math:`D_{a_k} D_{b_k}` ``(n2, m, w)``."""
-    return D[ia] * D[ib]
+    Da = rows(D, ia)
+    return Da.square() if ia == ib else Da * rows(D, ib)
+
+
+def _addrows(x, index, values):
+    """``x[index] += values`` along the first dimension, repeated indices adding up."""
+    start = index[0]
+    if index == list(range(start, start + len(index))):
+        x[start:start + len(index)] += values
+    else:
+        x.index_add_(0, torch.tensor(index, device=x.device), values)
 
 
 class _TaylorChain(torch.autograd.Function):
@@ -100,11 +124,11 @@ class _TaylorChain(torch.autograd.Function):
                 T = T @ W.T
                 p += 2
             else:
-                t, d1, d2, d3 = _activation(kind, z)
+                t, d1, d2, d3 = activation_jet(kind, z)
                 saved.append((T, d1, d2, d3))
                 out = d1 * T
                 if ia:
-                    out[n1:] += d2 * _pair_products(T[:n1], ia, ib)
+                    out[n1:] += d2 * pair_products(T[:n1], ia, ib)
                 z, T = t, out
         ctx.kinds, ctx.n1, ctx.ia, ctx.ib, ctx.saved = kinds, n1, ia, ib, saved
         ctx.biases = [params[q + 1] is not None for q in range(0, len(params), 2)]
@@ -137,10 +161,13 @@ class _TaylorChain(torch.autograd.Function):
                 gT_in = d1 * gT
                 if ia:
                     D, gH = T[:n1], gT[n1:]
-                    gz = gz + d3 * (gH * _pair_products(D, ia, ib)).sum(0)
-                    gD = gT_in[:n1]
-                    gD.index_add_(0, torch.tensor(ia, device=gH.device), d2 * gH * D[ib])
-                    gD.index_add_(0, torch.tensor(ib, device=gH.device), d2 * gH * D[ia])
+                    gz = gz + d3 * (gH * pair_products(D, ia, ib)).sum(0)
+                    gD, d2gH = gT_in[:n1], d2 * gH
+                    if ia == ib:   # both factors of each pair are D_a: 2 sigma'' H_k D_a
+                        _addrows(gD, ia, 2 * d2gH * rows(D, ia))
+                    else:
+                        _addrows(gD, ia, d2gH * rows(D, ib))
+                        _addrows(gD, ib, d2gH * rows(D, ia))
                 gT = gT_in
         return (gz, gT, None, None, None, None, *grads)
 
