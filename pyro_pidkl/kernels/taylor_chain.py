@@ -103,7 +103,7 @@ def pair_products(D, ia, ib):
     return Da.square() if ia == ib else Da * rows(D, ib)
 
 
-def _addrows(x, index, values):
+def _add_rows(x, index, values):
     """``x[index] += values`` along the first dimension, repeated indices adding up."""
     start = index[0]
     if index == list(range(start, start + len(index))):
@@ -113,27 +113,33 @@ def _addrows(x, index, values):
 
 
 class _TaylorChain(torch.autograd.Function):
+    # the streams travel as one tensor S (1 + n1 + n2, m, w): the values z, the first
+    # derivatives D, the pairs' second derivatives H; a linear layer is one product for all
+
     @staticmethod
     def forward(ctx, z, T, kinds, n1, ia, ib, *params):
+        S = torch.cat([z.unsqueeze(0), T])
         saved, p = [], 0
         for kind in kinds:
             if kind is nn.Linear:
                 W, b = params[p], params[p + 1]
-                saved.append((z, T))
-                z = z @ W.T if b is None else torch.addmm(b, z, W.T)
-                T = T @ W.T
+                saved.append(S)
+                S = S @ W.T
+                if b is not None:
+                    S[0] += b
                 p += 2
             else:
-                t, d1, d2, d3 = activation_jet(kind, z)
-                saved.append((T, d1, d2, d3))
-                out = d1 * T
+                t, d1, d2, *d3 = activation_jet(kind, S[0], order=3 if ia else 2)
+                saved.append((S, d1, d2, d3))
+                out = d1 * S
+                out[0] = t
                 if ia:
-                    out[n1:] += d2 * pair_products(T[:n1], ia, ib)
-                z, T = t, out
+                    out[1 + n1:] += d2 * pair_products(S[1:1 + n1], ia, ib)
+                S = out
         ctx.kinds, ctx.n1, ctx.ia, ctx.ib, ctx.saved = kinds, n1, ia, ib, saved
         ctx.biases = [params[q + 1] is not None for q in range(0, len(params), 2)]
         ctx.save_for_backward(*[q for q in params if q is not None])
-        return z, T
+        return S[0], S[1:]
 
     @staticmethod
     @once_differentiable
@@ -145,31 +151,37 @@ class _TaylorChain(torch.autograd.Function):
             params += [next(weights), next(weights) if has_bias else None]
         grads = [None] * len(params)
         p = len(params)
-        for kind, s in zip(reversed(ctx.kinds), reversed(saved)):
+        gS = torch.cat([gz.unsqueeze(0), gT])
+        inputs_need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        for i, (kind, s) in enumerate(zip(reversed(ctx.kinds), reversed(saved))):
+            first = i == len(saved) - 1
             if kind is nn.Linear:
                 p -= 2
-                z, T = s
-                W = params[p]
-                w_out = W.shape[0]
-                grads[p] = gz.T @ z + gT.reshape(-1, w_out).T @ T.reshape(-1, T.shape[-1])
+                S, W = s, params[p]
+                grads[p] = gS.reshape(-1, W.shape[0]).T @ S.reshape(-1, W.shape[1])
                 if params[p + 1] is not None:
-                    grads[p + 1] = gz.sum(0)
-                gz, gT = gz @ W, gT @ W
-            else:
-                T, d1, d2, d3 = s
-                gz = d1 * gz + d2 * (gT * T).sum(0)
-                gT_in = d1 * gT
+                    grads[p + 1] = gS[0].sum(0)
+                if first and not inputs_need_grad:
+                    break
+                gS = gS @ W
+            else:   # the value row: sigma' gz, plus what the streams' factors owe to z
+                S, d1, d2, d3 = s
+                T, gT = S[1:], gS[1:]
+                g0 = d2 * (gT * T).sum(0)
+                gS = d1 * gS
                 if ia:
                     D, gH = T[:n1], gT[n1:]
-                    gz = gz + d3 * (gH * pair_products(D, ia, ib)).sum(0)
-                    gD, d2gH = gT_in[:n1], d2 * gH
+                    g0 += d3[0] * (gH * pair_products(D, ia, ib)).sum(0)
+                    gD, d2gH = gS[1:1 + n1], d2 * gH
                     if ia == ib:   # both factors of each pair are D_a: 2 sigma'' H_k D_a
-                        _addrows(gD, ia, 2 * d2gH * rows(D, ia))
+                        _add_rows(gD, ia, 2 * d2gH * rows(D, ia))
                     else:
-                        _addrows(gD, ia, d2gH * rows(D, ib))
-                        _addrows(gD, ib, d2gH * rows(D, ia))
-                gT = gT_in
-        return (gz, gT, None, None, None, None, *grads)
+                        _add_rows(gD, ia, d2gH * rows(D, ib))
+                        _add_rows(gD, ib, d2gH * rows(D, ia))
+                gS[0] += g0
+        if not inputs_need_grad:
+            return (None, None, None, None, None, None, *grads)
+        return (gS[0], gS[1:], None, None, None, None, *grads)
 
 
 def taylor_chain(layers, z, T, n1, ia, ib):
