@@ -2,14 +2,16 @@
 
 For each case (N training points, m collocation points, the 1-D heat equation with second
 derivatives, d = 2 inputs) a fresh process builds both models on the same data, warms up,
-and times ``Trace_ELBO.loss_and_grads`` plus the Adam update, the models' steps interleaved
-(each with its own parameter store) and the median over ``repeats`` kept; it prints a JSON line with
-both median times, their ratio, and the process's peak resident memory (``ru_maxrss``) minus
-its resident memory after the imports (on a GPU, ``device="cuda"``: the peak memory allocated
-on the device, ``peak_cuda_mib``, with the device synchronised around every timed step).
-``pidkl_autograd_step_s`` / ``ratio_autograd`` time
+and times the step :func:`pyro_pidkl.fit` takes (its default ELBO, ``default_elbo``, and its
+Adam: loss, gradients, update), the models' steps interleaved (each with its own parameter
+store) and the median over ``repeats`` kept; it prints a JSON line with both median times,
+their ratio, and the process's peak resident memory (``ru_maxrss``) minus its resident
+memory after the imports (on a GPU, ``device="cuda"``: the peak memory allocated on the
+device, ``peak_cuda_mib``, with the device synchronised around every timed step).
+``pidkl_plain_step_s`` times PI-DKL's plain Pyro step (``Trace_ELBO`` and
+``pyro.optim.Adam``) in the same process, ``pidkl_autograd_step_s`` / ``ratio_autograd``
 PI-DKL with ``derivatives="autograd"`` (autograd through the posterior for the physics
-term's derivatives) in the same process, for comparison with the closed-form default.
+term's derivatives), for comparison with the defaults.
 
     python benchmarks/step_time.py --N 250,500,1000,2000 --m 10,100 [--device cuda]
 """
@@ -120,9 +122,11 @@ def gpytorch_dkl(X, y, device="cpu", seed=0):
     return step, fit
 
 
-def fit_times(N=100, m=100, num_steps=1000, threads=0, seed=0, device="cpu"):
+def fit_times(N=100, m=100, num_steps=1000, threads=0, seed=0, device="cpu", warmup=20):
     """Wall seconds of a ``num_steps``-step fit at ``N``: PI-DKL (``m`` collocation points),
-    this library's DKL and GPyTorch's exact DKL, in one process; a dict."""
+    this library's DKL and GPyTorch's exact DKL, in one process, each after an untimed
+    ``warmup``-step fit of its own (the process's first calls into torch, MKL and either
+    library cost about a second, whoever comes first); a dict."""
     import torch
 
     from pyro_pidkl import DKL, PIDKL, fit, physics
@@ -136,12 +140,16 @@ def fit_times(N=100, m=100, num_steps=1000, threads=0, seed=0, device="cpu"):
     for name, build in (("pidkl", lambda: PIDKL(X, y, physics.heat_1d(alpha=0.5),
                                                  input_names=("x", "t"), m=m, seed=seed)),
                         ("dkl", lambda: DKL(X, y, input_names=("x", "t"), seed=seed))):
+        if warmup:
+            fit(build().to(device), num_steps=warmup, lr=1e-3, seed=seed, progress=False)
         model = build().to(device)
         sync()
         start = time.perf_counter()
         fit(model, num_steps=num_steps, lr=1e-3, seed=seed, progress=False)
         sync()
         out[f"{name}_fit_s"] = time.perf_counter() - start
+    if warmup:
+        gpytorch_dkl(X, y, device, seed)[1](warmup)
     _, gp_fit = gpytorch_dkl(X, y, device, seed)
     sync()
     start = time.perf_counter()
@@ -165,7 +173,7 @@ def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True, 
     from pyro.infer import Trace_ELBO
 
     from pyro_pidkl import DKL, PIDKL, physics
-    from pyro_pidkl.infer.svi import svi_step
+    from pyro_pidkl.infer.svi import _TorchAdam, default_elbo, svi_step
 
     if threads:
         torch.set_num_threads(threads)
@@ -184,8 +192,12 @@ def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True, 
     if cuda:
         out["gpu"] = torch.cuda.get_device_name(torch.device(device))
         out["torch"] = torch.__version__
-    steps = {name: functools.partial(svi_step, model, Trace_ELBO(), pyro.optim.Adam({"lr": 1e-3}))
+    # the step fit() takes (default ELBO, one Adam over all parameters); and the plain Pyro
+    # step of PI-DKL for comparison
+    steps = {name: functools.partial(svi_step, model, default_elbo(model), _TorchAdam(1e-3))
              for name, model in models.items()}
+    steps["pidkl_plain"] = functools.partial(svi_step, models["pidkl"], Trace_ELBO(),
+                                             pyro.optim.Adam({"lr": 1e-3}))
     if anchor == "gpytorch":
         steps["gpytorch"], _ = gpytorch_dkl(X, y, device, seed)
     elif anchor is not None:

@@ -18,6 +18,14 @@ def test_benchmark_case_reports_both_steps():
     assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
     assert row["peak_rss_mib"] > 0
     assert row["device"] == "cpu" and row["pidkl_autograd_step_s"] > 0
+    assert row["pidkl_plain_step_s"] > 0   # the plain Pyro step beside fit's
+
+
+def test_fit_times_reports_each_library():
+    pytest.importorskip("gpytorch")
+    row = step_time.fit_times(N=30, m=4, num_steps=3, warmup=1)
+    assert row["fit_steps"] == 3
+    assert min(row["pidkl_fit_s"], row["dkl_fit_s"], row["gpytorch_fit_s"]) > 0
 
 
 @pytest.mark.parametrize("device", [

@@ -118,29 +118,32 @@ class DrawField(Field):
         k, P, PX, C0T = self._k, self._P, self._PX, self._C0.T
         G = rows(self._G, [self._rows[i] for i in firsts + pairs])            # (n, m, F)
         e = (P * G).sum(-1, keepdim=True) - G @ PX.T                           # (n, m, N)
-        kd = -k * e[:n1] if not pairs else None
+        # pieces of the (n, m, N) arrays by split, not slices: one backward op for all
+        e1, e2 = e.split([n1, len(pairs)]) if pairs else (e, None)
+        k1 = -k * e1
+        kd = k1
         if pairs:
-            e1, G1 = e[:n1], G[:n1]
+            G1 = G[:n1]
             if ia == ib:
                 ee, GG = rows(e1, ia).square(), rows(G1, ia).square()
             else:
                 ee, GG = rows(e1, ia) * rows(e1, ib), rows(G1, ia) * rows(G1, ib)
-            kd = k * torch.cat([-e1, ee - GG.sum(-1, keepdim=True) - e[n1:]])
+            kd = torch.cat([k1, k * (ee - GG.sum(-1, keepdim=True) - e2)])
         mu = kd @ self._post.alpha                                             # (n, m)
         v = -2 * (kd * C0T).sum(-1)                                            # (n, m)
         s = self._sqrt_v
         sv = v / (2 * s)
         if pairs:
-            k1 = kd[:n1]
+            v1, sv1, sv2 = v[:n1], *sv.split([n1, len(pairs)])
             if ia == ib:   # diag(k_a K^{-1} k_a^T): quadratic forms, no solve backward
                 B = rows(k1, ia).reshape(-1, k.shape[-1]).T                    # (N, n2 m)
                 q = self._post.quad_diag(B).reshape(len(pairs), -1)
-                vv = rows(v[:n1], ia).square()
+                vv = rows(v1, ia).square()
             else:          # k_a K^{-1} k_b^T: one solve for every b
                 C1 = self._post.solve(k1.reshape(-1, k.shape[-1]).T)           # (N, n1 m)
                 q = (rows(k1, ia) * rows(C1.T.reshape(n1, *k.shape), ib)).sum(-1)
-                vv = rows(v[:n1], ia) * rows(v[:n1], ib)
-            sv = torch.cat([sv[:n1], sv[n1:] - q / s - vv / (4 * s ** 3)])
+                vv = rows(v1, ia) * rows(v1, ib)
+            sv = torch.cat([sv1, sv2 - q / s - vv / (4 * s ** 3)])
         d = mu + self._eps * (self._keep * sv)
         idxs = firsts + pairs
         d = self._scale(idxs)[:, None] * d
