@@ -12,7 +12,9 @@ ELBO is
     \qquad h(Z, \epsilon) = \psi[f_\epsilon](Z).
 
 In Pyro: two factor sites (``data``, ``physics``) and two sample sites (``Z``, ``eps``)
-whose guide is their prior, so that ``Trace_ELBO`` gives exactly :math:`-\mathcal{L}`.
+whose guide is their prior, so that ``Trace_ELBO`` gives exactly :math:`-\mathcal{L}` (and
+:class:`~pyro_pidkl.infer.elbo.PriorGuideELBO`, the default of :func:`~pyro_pidkl.fit`, the
+same in one pass of the model).
 The physics term is a :class:`~pyro_pidkl.physics.PhysicsTerm`; :meth:`PIDKL.model` writes
 the story out with its pieces.
 """
