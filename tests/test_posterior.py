@@ -140,3 +140,32 @@ def test_se_gram_is_pyros_rbf_plus_noise_with_the_gradients_of_autograd():
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(se_gram, (P, s2, noise))
+
+
+def test_se_cross_and_batched_se_gram_against_pyros_rbf_and_gradcheck():
+    """se_cross (k(P, Q)) and se_gram on a batch of point sets: values against
+    pyro.contrib.gp's RBF, gradients against autograd through it, and gradcheck."""
+    from pyro_pidkl.kernels import se_cross, se_gram
+
+    torch.manual_seed(1)
+    P = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    Q = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+    s2 = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+    G = torch.randn(5, 7, dtype=torch.float64)
+    rbf = se_ard(3)
+    out = []
+    for cross in (lambda: se_cross(P, Q, s2), lambda: s2 * rbf(P, Q)):
+        k = cross()
+        out.append((k.detach(), torch.autograd.grad((k * G).sum(), (P, Q, s2))))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-14, atol=1e-14)
+    for a, b in zip(out[0][1], out[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(se_cross, (P, Q, s2))
+
+    B = torch.randn(3, 4, 2, dtype=torch.float64, requires_grad=True)
+    noise = 0.1 * s2
+    K = se_gram(B, s2, noise)
+    r2 = ((B.unsqueeze(-2) - B.unsqueeze(-3)) ** 2).sum(-1)
+    expected = s2 * torch.exp(-0.5 * r2) + noise * torch.eye(4, dtype=B.dtype)
+    torch.testing.assert_close(K, expected)
+    assert torch.autograd.gradcheck(lambda b, v: se_gram(b, v, 0.1 * v), (B, s2))

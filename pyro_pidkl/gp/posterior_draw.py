@@ -33,6 +33,7 @@ import torch
 
 from ..kernels.deep import se_on_all_features
 from ..kernels.feature_jets import feature_jet
+from ..kernels.se import se_cross
 from ..kernels.taylor_chain import rows
 from ..physics.derivatives import Field
 
@@ -70,10 +71,8 @@ class DrawField(Field):
             else:
                 self._P = self._net(self._U) / ell
             self._PX = posterior.features / ell                            # (N, F)
-            r2 = ((self._P ** 2).sum(-1, keepdim=True) - 2 * self._P @ self._PX.T
-                  + (self._PX ** 2).sum(-1))
             s2 = kernel.kern.variance
-            self._k = s2 * torch.exp(-0.5 * r2.clamp(min=0))               # (m, N)
+            self._k = se_cross(self._P, self._PX, s2)                      # (m, N)
             self._C0 = posterior.solve(self._k.T)                          # K^{-1} k^T (N, m)
             mu = self._k @ posterior.alpha + posterior.offset
             v = s2 - (self._k * self._C0.T).sum(-1)

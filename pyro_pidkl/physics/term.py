@@ -34,7 +34,7 @@ from ..errors import NonFiniteError
 from ..gp.posterior import jittered_cholesky, logdet, quad_diag
 from ..kernels.deep import feature_map
 from ..kernels.features import smoothness_order
-from ..kernels.se import se_ard
+from ..kernels.se import se_ard, se_gram
 from ..param_scope import own_parameters
 from .domain import Box
 from .equation import Equation, source_columns
@@ -180,16 +180,13 @@ class PhysicsTerm(PyroModule):
     def source_covariance(self, Z):
         r""":math:`\kappa(Z, Z)` plus its relative nugget, ``(..., m, m)`` for ``Z``
         ``(..., m, d)`` (user units): the SE-ARD source kernel on the standardised inputs it
-        uses, written out (one op per step of the formula, any batch shape)."""
+        uses (:func:`~pyro_pidkl.kernels.se_gram`: its backward written out)."""
         kern = self.source_kernel
         U = self._units[0].x_to_model(Z)
         if self._source_cols is not None:
             U = U.index_select(-1, self._source_cols)
-        U = U / kern.lengthscale
-        r2 = (U.unsqueeze(-2) - U.unsqueeze(-3)).pow(2).sum(-1)              # (..., m, m)
         s2 = kern.variance
-        eye = torch.eye(Z.shape[-2], dtype=Z.dtype, device=Z.device)
-        return s2 * (torch.exp(-0.5 * r2) + self.source_jitter * eye)
+        return se_gram(U / kern.lengthscale, s2, self.source_jitter * s2)     # (..., m, m)
 
     def log_prob(self, h, Z):
         r""":math:`\log \mathcal{N}(h \mid 0, \kappa(Z, Z))`, reduced over the ``m`` points."""
