@@ -88,13 +88,20 @@ def activation_jet(kind, z, order=3):
     return (z, one, zero) if order < 3 else (z, one, zero, zero)
 
 
+def _run(index):
+    """``index`` (a list of ints) as a slice when it is a run of consecutive rows, else
+    ``None``."""
+    start = index[0]
+    if list(index) == list(range(start, start + len(index))):
+        return slice(start, start + len(index))
+    return None
+
+
 def rows(x, index):
     """``x[index]`` along the first dimension for a list of ints: a slice (a view, no copy
     and no index op) when the list is a run of consecutive rows."""
-    start = index[0]
-    if list(index) == list(range(start, start + len(index))):
-        return x[start:start + len(index)]
-    return x[index]
+    run = _run(index)
+    return x[index] if run is None else x[run]
 
 
 def pair_products(D, ia, ib):
@@ -105,11 +112,11 @@ def pair_products(D, ia, ib):
 
 def _add_rows(x, index, values):
     """``x[index] += values`` along the first dimension, repeated indices adding up."""
-    start = index[0]
-    if index == list(range(start, start + len(index))):
-        x[start:start + len(index)] += values
-    else:
+    run = _run(index)
+    if run is None:
         x.index_add_(0, torch.tensor(index, device=x.device), values)
+    else:
+        x[run] += values
 
 
 class _TaylorChain(torch.autograd.Function):
@@ -130,25 +137,22 @@ class _TaylorChain(torch.autograd.Function):
                 p += 2
             else:
                 t, d1, d2, *d3 = activation_jet(kind, S[0], order=3 if ia else 2)
-                saved.append((S, d1, d2, d3))
+                DD = pair_products(S[1:1 + n1], ia, ib) if ia else None   # D_a D_b
+                saved.append((S, d1, d2, d3, DD))
                 out = d1 * S
                 out[0] = t
                 if ia:
-                    out[1 + n1:] += d2 * pair_products(S[1:1 + n1], ia, ib)
+                    out[1 + n1:] += d2 * DD
                 S = out
         ctx.kinds, ctx.n1, ctx.ia, ctx.ib, ctx.saved = kinds, n1, ia, ib, saved
-        ctx.biases = [params[q + 1] is not None for q in range(0, len(params), 2)]
-        ctx.save_for_backward(*[q for q in params if q is not None])
+        ctx.save_for_backward(*params)   # a layer without a bias saves None
         return S[0], S[1:]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, gz, gT):
         n1, ia, ib, saved = ctx.n1, ctx.ia, ctx.ib, ctx.saved
-        weights = iter(ctx.saved_tensors)
-        params = []
-        for has_bias in ctx.biases:
-            params += [next(weights), next(weights) if has_bias else None]
+        params = ctx.saved_tensors
         grads = [None] * len(params)
         p = len(params)
         gS = torch.cat([gz.unsqueeze(0), gT])
@@ -165,13 +169,13 @@ class _TaylorChain(torch.autograd.Function):
                     break
                 gS = gS @ W
             else:   # the value row: sigma' gz, plus what the streams' factors owe to z
-                S, d1, d2, d3 = s
+                S, d1, d2, d3, DD = s
                 T, gT = S[1:], gS[1:]
                 g0 = d2 * (gT * T).sum(0)
                 gS = d1 * gS
                 if ia:
                     D, gH = T[:n1], gT[n1:]
-                    g0 += d3[0] * (gH * pair_products(D, ia, ib)).sum(0)
+                    g0 += d3[0] * (gH * DD).sum(0)
                     gD, d2gH = gS[1:1 + n1], d2 * gH
                     if ia == ib:   # both factors of each pair are D_a: 2 sigma'' H_k D_a
                         _add_rows(gD, ia, 2 * d2gH * rows(D, ia))
