@@ -230,7 +230,7 @@ def test_taylor_chain_is_one_node_with_autograds_gradients(activation, pairs):
     params = [U] + list(net.parameters())
     results = []
     for jet in (lambda: taylor_chain(chain_layers(net), U, T0, n1, ia, ib),
-                lambda: _taylor(net, U, T0, n1, ia, ib)):
+                lambda: _taylor(chain_layers(net), U, T0, n1, ia, ib)):
         z, T = jet()
         results.append((z.detach(), T.detach(),
                         torch.autograd.grad((z * wz).sum() + (T * wT).sum(), params)))

@@ -8,43 +8,26 @@ import torch
 from torch import nn
 
 from .deep import WithInputs
-from .features import MLP
-from .taylor_chain import (ACTIVATIONS, activation_jet, chain_layers, pair_products,
-                           taylor_chain)
+from .taylor_chain import activation_jet, chain_layers, pair_products, taylor_chain
 
 __all__ = ["feature_jet"]
 
 
-def _taylor(net, z, T, n1, ia, ib):
+def _taylor(layers, z, T, n1, ia, ib):
     """Propagate values ``z`` ``(m, w)`` and the derivative streams ``T`` ``(n1 + n2, m, w)``
     (first derivatives, then the second derivatives of the pairs ``d_{ia[k]} d_{ib[k]}``,
-    indices into the first ``n1``) through ``net`` in Taylor mode, so that a layer is one
-    matrix product for every stream; ``None`` when a sub-module is not supported (layer types
-    are matched exactly: a subclass may compute something else)."""
-    if type(net) is MLP:
-        return _taylor(net.layers, z, T, n1, ia, ib)
-    if type(net) is nn.Sequential:
-        for sub in net:
-            out = _taylor(sub, z, T, n1, ia, ib)
-            if out is None:
-                return None
-            z, T = out
-        return z, T
-    if type(net) is nn.Linear:
-        return net(z), T @ net.weight.T
-    if isinstance(net, WithInputs):
-        out = _taylor(net.feature_net, z, T, n1, ia, ib)
-        if out is None:
-            return None
-        return torch.cat([out[0], z], -1), torch.cat([out[1], T], -1)
-    if type(net) not in ACTIVATIONS:
-        return None
-    t, d1, d2 = activation_jet(type(net), z, order=2)
-    out = d1 * T
-    if ia:   # the chain rule's second term of each pair: sigma'' D_a D_b
-        D = T[:n1]
-        out[n1:] += d2 * pair_products(D, ia, ib)
-    return t, out
+    indices into the first ``n1``) through ``layers`` (:func:`chain_layers`) in Taylor mode
+    under autograd (differentiable twice), a layer one matrix product for every stream."""
+    for layer in layers:
+        if type(layer) is nn.Linear:
+            z, T = layer(z), T @ layer.weight.T
+            continue
+        z, d1, d2 = activation_jet(type(layer), z, order=2)
+        out = d1 * T
+        if ia:   # the chain rule's second term of each pair: sigma'' D_a D_b
+            out[n1:] += d2 * pair_products(T[:n1], ia, ib)
+        T = out
+    return z, T
 
 
 def _jvp(outputs, inputs, v):
@@ -78,19 +61,15 @@ def feature_jet(net, U, directions, pairs=(), stacked=False):
     ia = [directions.index(a) for a, _ in pairs]
     ib = [directions.index(b) for _, b in pairs]
     inner = net.feature_net if isinstance(net, WithInputs) else net
-    layers = chain_layers(inner) if stacked else None
-    if layers is not None:   # the whole chain as one autograd node
-        phi, T_out = taylor_chain(layers, U, T, n1, ia, ib)
+    layers = chain_layers(inner)
+    if layers is not None:   # stacked: the chain as one autograd node; else layer by layer
+        phi, T_out = (taylor_chain if stacked else _taylor)(layers, U, T, n1, ia, ib)
         if inner is not net:
             phi, T_out = torch.cat([phi, U], -1), torch.cat([T_out, T], -1)
-        return phi, T_out, directions
-    out = _taylor(net, U, T, n1, ia, ib)
-    if out is not None:
-        phi, T = out
         if stacked:
-            return phi, T, directions
-        return (phi, dict(zip(directions, T[:n1].unbind(0))),
-                dict(zip(pairs, T[n1:].unbind(0))))
+            return phi, T_out, directions
+        return (phi, dict(zip(directions, T_out[:n1].unbind(0))),
+                dict(zip(pairs, T_out[n1:].unbind(0))))
     dz = {a: eye[a].expand_as(U) for a in directions}
     with torch.enable_grad():
         Uq = U if U.requires_grad else U.detach().requires_grad_(True)
