@@ -34,7 +34,7 @@ import torch
 from ..kernels.deep import se_on_all_features
 from ..kernels.feature_jets import feature_jet
 from ..kernels.se import se_cross
-from ..kernels.taylor_chain import rows
+from ..kernels.taylor_chain import pair_products, rows
 from ..physics.derivatives import Field
 
 __all__ = ["DrawField", "PosteriorDraw"]
@@ -65,7 +65,7 @@ class DrawField(Field):
             self._U = st.x_to_model(points.detach())
             ell = self._ell = kernel.kern.lengthscale
             self._net = posterior.feature_map
-            self._G, self._rows, self._jet_pairs = None, None, None
+            self._G, self._rows = None, None
             if self._plan:   # phi(U) and the planned derivatives in one Taylor-mode pass
                 self._P = self._jet(set()) / ell                           # (m, F)
             else:
@@ -89,17 +89,19 @@ class DrawField(Field):
         and ``extra``, after any done before; keeps the feature derivatives stacked,
         :math:`G` ``(n, m, F)`` with the row of each index in ``_rows``, and returns
         :math:`\\phi(U)`."""
-        pairs = {p for p in self._plan | set(extra) if len(p) == 2}
-        if self._jet_pairs is not None:
-            pairs |= self._jet_pairs              # a derivative off the plan: redo with it
-        pairs = sorted(pairs)
+        # with a derivative off the plan, the pass is redone with the pairs done before
+        pairs = sorted({p for p in self._plan | set(extra) | self._jet_pairs if len(p) == 2})
         phi, T, directions = feature_jet(self._net, self._U, self._directions, pairs,
                                          stacked=True)
         self._G = T / self._ell
         self._rows = {**{(a,): j for j, a in enumerate(directions)},
                       **{p: len(directions) + j for j, p in enumerate(pairs)}}
-        self._jet_pairs = set(pairs)
         return phi
+
+    @property
+    def _jet_pairs(self):
+        """The second-derivative pairs of the last Taylor-mode pass (a set)."""
+        return {i for i in self._rows or () if len(i) == 2}
 
     def _stacked(self, wanted):
         r"""The derivatives ``wanted`` (index tuples of length 1 or 2) and the first ones
@@ -122,26 +124,21 @@ class DrawField(Field):
         k1 = -k * e1
         kd = k1
         if pairs:
-            G1 = G[:n1]
-            if ia == ib:
-                ee, GG = rows(e1, ia).square(), rows(G1, ia).square()
-            else:
-                ee, GG = rows(e1, ia) * rows(e1, ib), rows(G1, ia) * rows(G1, ib)
+            ee, GG = pair_products(e1, ia, ib), pair_products(G[:n1], ia, ib)
             kd = torch.cat([k1, k * (ee - GG.sum(-1, keepdim=True) - e2)])
         mu = kd @ self._post.alpha                                             # (n, m)
         v = -2 * (kd * C0T).sum(-1)                                            # (n, m)
         s = self._sqrt_v
         sv = v / (2 * s)
         if pairs:
-            v1, sv1, sv2 = v[:n1], *sv.split([n1, len(pairs)])
+            sv1, sv2 = sv.split([n1, len(pairs)])
             if ia == ib:   # diag(k_a K^{-1} k_a^T): quadratic forms, no solve backward
                 B = rows(k1, ia).reshape(-1, k.shape[-1]).T                    # (N, n2 m)
                 q = self._post.quad_diag(B).reshape(len(pairs), -1)
-                vv = rows(v1, ia).square()
             else:          # k_a K^{-1} k_b^T: one solve for every b
                 C1 = self._post.solve(k1.reshape(-1, k.shape[-1]).T)           # (N, n1 m)
                 q = (rows(k1, ia) * rows(C1.T.reshape(n1, *k.shape), ib)).sum(-1)
-                vv = rows(v1, ia) * rows(v1, ib)
+            vv = pair_products(v[:n1], ia, ib)                                 # v_a v_b
             sv = torch.cat([sv1, sv2 - q / s - vv / (4 * s ** 3)])
         d = mu + self._eps * (self._keep * sv)
         idxs = firsts + pairs
