@@ -32,7 +32,7 @@ from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..kernels.deep import feature_map, se_on_all_features
 from ..kernels.se import se_gram
 
-__all__ = ["GPPosterior", "cho_solve", "jittered_cholesky", "logdet",
+__all__ = ["GPPosterior", "cho_solve", "factorise", "jittered_cholesky", "logdet",
            "quad_diag"]
 
 
@@ -71,6 +71,23 @@ def jittered_cholesky(K, jitter=1e-8, max_jitter=1e-2, what="kernel matrix",
         f"diagonal (mean diagonal {float(scale):.3g}). Usual causes: duplicated inputs with "
         "a vanishing noise variance, a collapsed lengthscale, or a feature map that maps "
         "distinct inputs to the same features. Raise the noise floor or max_jitter.")
+
+
+def factorise(K, jitter=1e-8, max_jitter=1e-2, what="kernel matrix"):
+    r"""``(K, L, Kinv)`` for the closed-form gradients of :func:`cho_solve`,
+    :func:`quad_diag` and :func:`logdet`: ``K`` with any jitter its factorisation needed
+    (differentiable), ``L`` its Cholesky factor (:func:`jittered_cholesky`, not
+    differentiated), and, while gradients are being recorded, :math:`K^{-1}` once (else
+    ``None``): the gradient of :math:`\log|K|` needs it anyway, and it turns every
+    :math:`K^{-1} B` of a step, forward and backward, into a matrix product instead of two
+    triangular solves. ``K`` ``(..., n, n)``."""
+    training = torch.is_grad_enabled() and K.requires_grad
+    with torch.no_grad():
+        L, j = jittered_cholesky(K, jitter, max_jitter, what=what, return_jitter=True)
+        Kinv = torch.cholesky_inverse(L) if training else None
+    if j:
+        K = K + j * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+    return K, L, Kinv
 
 
 def _apply_inverse(B, L, Kinv):
@@ -189,7 +206,6 @@ class GPPosterior:
         self.X, self.y, self.kernel, self.noise = X, y, kernel, noise
         self.closed_form_gradients = closed_form_gradients
         N = X.shape[0]
-        eye = torch.eye(N, dtype=X.dtype, device=X.device)
         # a kernel on features: keep the features phi(X) for the physics term
         self.features, self.feature_map = None, feature_map(kernel)
         if self.feature_map is not None:
@@ -199,8 +215,7 @@ class GPPosterior:
                 and U.shape[-1] == kern.input_dim):                   # SE: the backward by hand
             K = se_gram(U / kern.lengthscale, kern.variance, noise)
         else:
-            K = kern(U) + noise * eye
-        training = torch.is_grad_enabled() and K.requires_grad
+            K = kern(U) + noise * torch.eye(N, dtype=X.dtype, device=X.device)
         if not closed_form_gradients:   # autograd through the Cholesky factor throughout
             self.L = jittered_cholesky(K, jitter, max_jitter,
                                        what=f"{N} x {N} matrix K + sigma^2 I")
@@ -209,14 +224,8 @@ class GPPosterior:
                                                    upper=False).squeeze(-1)
             self._alpha = None                  # K^{-1} y: only when asked for
             return
-        with torch.no_grad():
-            self.L, j = jittered_cholesky(K, jitter, max_jitter, return_jitter=True,
-                                          what=f"{N} x {N} matrix K + sigma^2 I")
-            # while training, K^{-1} once: the gradient of log|K| needs it anyway, and it
-            # turns every K^{-1} B of the step (data and physics terms, forward and
-            # backward) into a matrix product instead of two triangular solves
-            self.Kinv = torch.cholesky_inverse(self.L) if training else None
-        self.K = K + j * eye if j else K
+        self.K, self.L, self.Kinv = factorise(K, jitter, max_jitter,
+                                              what=f"{N} x {N} matrix K + sigma^2 I")
         self._alpha = self.solve(y.unsqueeze(-1)).squeeze(-1)
         self._L_autograd = None
 

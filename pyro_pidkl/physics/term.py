@@ -31,7 +31,7 @@ from pyro.nn import PyroModule
 
 from ..checks import positive_int
 from ..errors import NonFiniteError
-from ..gp.posterior import jittered_cholesky, logdet, quad_diag
+from ..gp.posterior import factorise, logdet, quad_diag
 from ..kernels.deep import feature_map
 from ..kernels.features import smoothness_order
 from ..kernels.se import se_ard, se_gram
@@ -197,15 +197,8 @@ class PhysicsTerm(PyroModule):
                 f"{h.numel()} collocation points (parameters: {self.equation_parameters()})")
         Sigma = self.source_covariance(Z)
         m = Sigma.shape[-1]
-        training = torch.is_grad_enabled() and Sigma.requires_grad
-        with torch.no_grad():
-            L, j = jittered_cholesky(Sigma, 1e-6, 1e-1, return_jitter=True,
-                                     what=f"{m} x {m} source kernel matrix")
-            # training: Sigma^{-1} once, so that the quadratic form and log|Sigma| have their
-            # gradients in closed form (as the data term's), not autograd through L
-            Sinv = torch.cholesky_inverse(L) if training else None
-        if j:
-            Sigma = Sigma + j * torch.eye(m, dtype=Sigma.dtype, device=Sigma.device)
+        # the quadratic form and log|Sigma| with closed-form gradients, as the data term's
+        Sigma, L, Sinv = factorise(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
         quad = quad_diag(Sigma, h.unsqueeze(-1), L, Sinv).squeeze(-1)     # h' Sigma^-1 h
         return -0.5 * quad - 0.5 * logdet(Sigma, L, Sinv) - 0.5 * m * math.log(2 * math.pi)
 
