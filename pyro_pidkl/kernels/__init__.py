@@ -6,9 +6,9 @@ from .derivatives import DerivativeKernel, derivative_kernel_supported
 from .feature_jets import feature_jet
 from .features import MLP, smoothness_order
 from .lfm import FirstOrderLFMKernel, HeatLFMKernel
-from .se import batched, se_ard, se_cross, se_gram
+from .se import se_ard, se_cross, se_gram
 
 __all__ = ["DerivativeKernel", "FirstOrderLFMKernel", "HeatLFMKernel", "MLP", "WithInputs",
-           "batched", "closed_form_supported", "deep_kernel", "derivative_kernel_supported",
+           "closed_form_supported", "deep_kernel", "derivative_kernel_supported",
            "dkl_kernel", "feature_jet", "feature_map", "se_ard", "se_cross", "se_gram",
            "smoothness_order"]

@@ -12,7 +12,7 @@ Source kernel (the GP prior of :math:`g`), SE-ARD on selected inputs:
 import torch
 from pyro.contrib.gp.kernels import RBF
 
-__all__ = ["batched", "se_ard", "se_cross", "se_gram"]
+__all__ = ["se_ard", "se_cross", "se_gram"]
 
 
 def se_ard(input_dim, active_dims=None, variance=1.0, lengthscale=1.0, dtype=torch.float64):
@@ -28,19 +28,6 @@ def se_ard(input_dim, active_dims=None, variance=1.0, lengthscale=1.0, dtype=tor
     return RBF(len(active), variance=torch.tensor(float(variance), dtype=dtype),
                lengthscale=torch.full((len(active),), float(lengthscale), dtype=dtype),
                active_dims=active)
-
-
-def batched(kernel, Z):
-    """Apply a :mod:`pyro.contrib.gp` kernel over leading batch dims.
-
-    :param torch.Tensor Z: ``(..., m, d)`` points.
-    :returns: ``(..., m, m)`` kernel matrices.
-    """
-    if Z.dim() == 2:
-        return kernel(Z)
-    flat = Z.reshape(-1, *Z.shape[-2:])
-    K = torch.stack([kernel(z) for z in flat])
-    return K.reshape(*Z.shape[:-1], Z.shape[-2])
 
 
 def _se_factor(P, Q):
