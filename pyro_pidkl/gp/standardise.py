@@ -37,6 +37,7 @@ class Standardizer(nn.Module):
         self.register_buffer("x_scale", x_scale)
         self.register_buffer("y_loc", y_loc)
         self.register_buffer("y_scale", y_scale)
+        self._derivative_scales = {}   # derivative_scale's, by index list, device and dtype
 
     def x_to_model(self, X):
         """``(..., d)`` user inputs to standardised inputs."""
@@ -56,12 +57,11 @@ class Standardizer(nn.Module):
         :math:`\partial^\alpha f = c_\alpha\, \partial^\alpha_u f_s`. Kept per index
         list, device and dtype: the statistics do not change after construction."""
         key = (tuple(indices), self.x_scale.device, self.x_scale.dtype)
-        cache = self.__dict__.setdefault("_derivative_scales", {})
-        if key not in cache:
+        if key not in self._derivative_scales:
             with torch.no_grad():
-                cache[key] = torch.stack([self.y_scale / torch.prod(self.x_scale[list(i)])
-                                          for i in indices])
-        return cache[key]
+                self._derivative_scales[key] = torch.stack(
+                    [self.y_scale / torch.prod(self.x_scale[list(i)]) for i in indices])
+        return self._derivative_scales[key]
 
     def var_to_user(self, var):
         """Standardised variances to the user's units."""
