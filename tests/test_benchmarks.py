@@ -36,3 +36,19 @@ def test_benchmark_case_runs_on_the_device_without_the_autograd_route(device):
     assert row["device"] == device and "pidkl_autograd_step_s" not in row
     assert row["pidkl_step_s"] > 0 and row["dkl_step_s"] > 0
     assert ("peak_cuda_mib" in row) == (device == "cuda")
+
+
+def test_speed_alternatives_fused_adam_reports_the_difference():
+    import sys
+    sys.path.insert(0, str(_PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("speed_alternatives",
+                                                      _PATH.parent / "speed_alternatives.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        row = module.fused_adam()
+    finally:
+        sys.path.remove(str(_PATH.parent))
+    assert row["case"] == "fused-adam" and row["max_loss_rel_diff"] < 1e-8
+    assert row["adam_step_ms_foreach"] > 0 and row["adam_step_ms_fused"] > 0
+    assert isinstance(row["params_apart"], dict)
