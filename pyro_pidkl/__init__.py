@@ -21,14 +21,14 @@ _SOURCES = {
     "GPPosterior": "gp", "PosteriorDraw": "gp", "cho_solve": "gp", "logdet": "gp",
     "quad_diag": "gp",
     "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "PriorGuideELBO": "infer",
-    "cross_validate": "infer", "default_elbo": "infer", "fit": "infer",
+    "cross_validate": "infer", "default_elbo": "infer", "fit": "infer", "fit_lbfgs": "infer",
     "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
     "training_objective": "infer",
     "MLP": "kernels", "feature_jet": "kernels",
     "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
     "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",
     "SparsePIDKL": "models", "collocation_points": "models",
-    "Box": "physics", "Equation": "physics", "Gaussian": "physics", "Parameter": "physics",
+    "Box": "physics", "Equation": "physics", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
     "PhysicsTerm": "physics",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")

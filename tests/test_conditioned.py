@@ -62,20 +62,20 @@ def test_derivative_kernel_closed_form_1d():
     assert torch.allclose(dk((0,), ()).detach(), -k * r / 0.25)
 
 
-def test_linearise_burgers_and_linear_flag():
+def test_linearise_burgers():
     eq = burgers_1d(nu=0.1)
     Z = torch.rand(4, 2, dtype=D)
     jet = {(): torch.full((4,), 2.0, dtype=D), (0,): torch.full((4,), 3.0, dtype=D)}
-    lin = linearise(eq, jet, Z, ("x", "t"))
+    lin = linearise(eq, jet, Z, ("x", "t"), check_linear=True)
     # f_t + f f_x - nu f_xx: J_f = f_x, J_x = f, J_t = 1, J_xx = -nu
     assert torch.allclose(lin.coefficients[()], torch.full((4,), 3.0, dtype=D))
     assert torch.allclose(lin.coefficients[(0,)], torch.full((4,), 2.0, dtype=D))
     assert torch.allclose(lin.coefficients[(1,)], torch.ones(4, dtype=D))
     assert torch.allclose(lin.coefficients[(0, 0)], torch.full((4,), -0.1, dtype=D))
     assert torch.allclose(lin.offset, torch.full((4,), -6.0, dtype=D))   # h0 - J . jet
-    assert not lin.linear
-    heat = pk.physics.heat_1d(alpha=0.3)
-    assert linearise(heat, {}, Z, ("x", "t")).linear
+    assert lin.linear is False
+    assert linearise(pk.physics.heat_1d(alpha=0.3), {}, Z, ("x", "t"), check_linear=True).linear
+    assert linearise(eq, jet, Z, ("x", "t")).linear is None          # not asked for
 
 
 def _oscillator_data(n=40, noise=0.05, seed=0):
@@ -95,7 +95,9 @@ def _oscillator(f, x, omega, zeta):
 
 def test_joint_posterior_matches_textbook_conditioning():
     """Mean and variance at new points equal the Gaussian conditional of f(x*) on
-    [y; L f(Z) = g(Z)] built pair by pair with autograd (f' + B f = g, known g)."""
+    [L f(Z) = g(Z); y] built pair by pair with autograd (f' + B f = g, known g), with the
+    documented covariances: noise relative to the kernel variance s2, residual noise relative
+    to each row's prior variance, and the common scale profiled (q / n of the joint)."""
     torch.manual_seed(1)
     X = torch.rand(6, 1, dtype=D)
     y = torch.sin(3 * X[:, 0])
@@ -104,6 +106,7 @@ def test_joint_posterior_matches_textbook_conditioning():
     g = lambda x: torch.cos(x["t"])                                     # noqa: E731
     model = pk.PhysicsConditionedGP(X, y, eq, collocation=Z, source=g, residual_noise=1e-3,
                                     standardize=False, noise=0.01)
+    assert model.objective == "joint"                   # nothing learned in the equation
     Xs = torch.tensor([[0.2], [1.3]], dtype=D)
     mean, var = model(Xs)
     kern = model.kernel
@@ -119,26 +122,28 @@ def test_joint_posterior_matches_textbook_conditioning():
     def LLk(z, zp):
         return (k(z, zp, (0,), (0,)) + 0.7 * k(z, zp, (0,)) + 0.7 * k(z, zp, (), (0,))
                 + 0.49 * k(z, zp))
-    P = [*X, *Z]
+    P = [*Z, *X]
     N, M = len(X), len(Z)
     A = torch.zeros(N + M, N + M, dtype=D)
     for i, j in itertools.product(range(N + M), repeat=2):
-        if i < N and j < N:
-            A[i, j] = k(P[i], P[j]) + (0.01 if i == j else 0.0)
-        elif i >= N and j < N:
+        if i >= M and j >= M:
+            A[i, j] = k(P[i], P[j]) + (0.01 * s if i == j else 0.0)
+        elif i < M and j >= M:
             A[i, j] = Lk(P[i], P[j])
-        elif i < N and j >= N:
+        elif i >= M and j < M:
             A[i, j] = Lk(P[j], P[i])
         else:
-            A[i, j] = LLk(P[i], P[j])
-    rho2 = A[N:, N:].diagonal().mean()
-    A[N:, N:] += 1e-3 * rho2 * torch.eye(M, dtype=D)
-    obs = torch.cat([y, torch.cos(Z[:, 0])])
-    ks = torch.stack([torch.stack([k(x, p) for p in X] + [Lk(z, x) for z in Z]) for x in Xs])
-    ref_mean = ks @ torch.linalg.solve(A, obs)
-    ref_var = s - (ks * torch.linalg.solve(A, ks.T).T).sum(-1)
+            A[i, j] = LLk(P[i], P[j]) * (1 + (1e-3 if i == j else 0.0))
+    obs = torch.cat([torch.cos(Z[:, 0]), y])
+    ks = torch.stack([torch.stack([Lk(z, x) for z in Z] + [k(x, p) for p in X]) for x in Xs])
+    a = torch.linalg.solve(A, obs)
+    scale = (obs @ a) / (N + M)
+    ref_mean = ks @ a
+    ref_var = scale * (s - (ks * torch.linalg.solve(A, ks.T).T).sum(-1))
     assert torch.allclose(mean, ref_mean, atol=1e-8)
-    assert torch.allclose(var, ref_var, atol=1e-8)
+    assert torch.allclose(var, ref_var, rtol=1e-6, atol=1e-10)
+    assert model.noise_variance() == pytest.approx(float(0.01 * s * scale), rel=1e-6)
+    assert model.signal_variance() == pytest.approx(float(s * scale), rel=1e-6)
 
 
 def test_known_equation_extrapolates_the_analytic_solution():
@@ -212,24 +217,34 @@ def test_refusals():
         pk.PhysicsConditionedGP(X, y, third)
 
 
-def test_closed_form_and_plain_autograd_agree():
-    """The closed-form gradients of the joint density (training) equal autograd through the
-    Cholesky factor (used for the Laplace Hessian), for the data and physics factors."""
+@pytest.mark.parametrize("profile", [False, True])
+def test_closed_form_and_plain_autograd_agree(profile):
+    """The closed-form gradients of the joint densities (training) equal autograd through the
+    Cholesky factor (used for the Laplace Hessian): log p(v, y), log p(v) and log p(y | v),
+    plain and profiled over the common scale."""
     X, y, *_ = _oscillator_data(n=15)
     eq = Equation(_oscillator, inputs=("t",), omega=Parameter(1.5),
                   zeta=Parameter(0.3, constraints.unit_interval))
-    model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=30)
+    model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=30,
+                                    source="gp")
     params = [p for _, p in model.named_parameters()]
     out = []
     for closed in (True, False):
-        joint = model.joint(*model.linearise())
-        joint.closed_form = closed
-        for value in (joint.log_prob_data(), joint.log_prob_physics()):
+        joint = model.joint(*model.linearise(model.f0), closed_form=closed)
+        for value in (joint.log_prob(profile), joint.log_prob_virtual(profile),
+                      joint.log_prob_data_given_virtual(profile)):
             grads = torch.autograd.grad(value, params, allow_unused=True, retain_graph=True)
             out.append((value.detach(), [g for g in grads if g is not None]))
-    for (v1, g1), (v2, g2) in zip(out[:2], out[2:]):
+    for (v1, g1), (v2, g2) in zip(out[:3], out[3:]):
         assert torch.allclose(v1, v2, rtol=1e-9, atol=1e-9)
-        assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-8) for a, b in zip(g1, g2))
+        assert len(g1) == len(g2) >= 5
+        size = max(float(g.abs().max()) for g in g2)
+        assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-8 * size) for a, b in zip(g1, g2))
+    if profile:     # every covariance is relative to the kernel's variance: profiled, flat
+        variance = dict(model.named_parameters())["kernel.variance_unconstrained"]
+        joint = model.joint(*model.linearise(model.f0))
+        (grad,) = torch.autograd.grad(joint.log_prob(True), [variance])
+        assert abs(float(grad)) < 1e-6
 
 
 def test_conditional_objective_is_invariant_to_rescaling_the_equation():

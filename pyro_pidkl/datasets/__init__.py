@@ -4,6 +4,8 @@
 from .base import Dataset
 from .burgers import cole_hopf, simulate_burgers, solve_burgers
 from .heat2d import simulate_heat_2d, solve_heat_2d
+from .manufactured import (CLASSES, ManufacturedProblem, manufactured_problem,
+                           manufactured_suite)
 from .jura import JURA_TASKS, find_jura, jura, load_jura
 from .problems import PROBLEMS, Problem, problem
 from .mocap import find_mocap, load_mocap, mocap
@@ -14,7 +16,11 @@ from .synthetic import (simulate_diffusion_1d, simulate_first_order_ode, solve_d
                         solve_first_order_ode)
 
 __all__ = [
+    "CLASSES",
     "Dataset",
+    "ManufacturedProblem",
+    "manufactured_problem",
+    "manufactured_suite",
     "JURA_TASKS",
     "PAPER_FOLD_INPUTS",
     "PM25_INPUTS",

@@ -17,17 +17,31 @@ class Standardizer(nn.Module):
     .. math:: u = (x - m_x) / s_x, \qquad f = m_y + s_y\, f_s(u)
 
     Columns with zero spread (a single point, or a constant covariate) keep scale 1.
+    Targets whose spread is below ``1e-8`` of their largest magnitude (constant, or
+    constant up to rounding: boundary values such as :math:`\sin \pi` computed in floating
+    point) are not divided by that spread, which would blow rounding up to the data's
+    scale: they are centred and scaled by their largest magnitude (1 when all are zero),
+    and ``y_degenerate`` is set.
 
     :param torch.Tensor X: ``(N, d)`` training inputs.
     :param torch.Tensor y: ``(N,)`` training targets.
     :param bool standardize: when False all four statistics are the identity.
+    :param x_loc: ``(d,)`` input centre overriding the data's mean (e.g. a domain's centre).
+    :param x_scale: ``(d,)`` input scale overriding the data's spread.
     """
 
-    def __init__(self, X, y, standardize=True):
+    def __init__(self, X, y, standardize=True, x_loc=None, x_scale=None):
         super().__init__()
+        self.y_degenerate = False
         if standardize:
-            x_loc, x_scale = X.mean(0), X.std(0, unbiased=False)
+            x_loc = X.mean(0) if x_loc is None else torch.as_tensor(x_loc).to(X)
+            x_scale = X.std(0, unbiased=False) if x_scale is None else \
+                torch.as_tensor(x_scale).to(X)
             y_loc, y_scale = y.mean(), y.std(unbiased=False)
+            size = y.abs().max()
+            if not bool(y_scale > 1e-8 * size):
+                self.y_degenerate = True
+                y_scale = size if bool(size > 0) else torch.ones_like(size)
         else:
             x_loc, x_scale = torch.zeros_like(X[0]), torch.ones_like(X[0])
             y_loc, y_scale = torch.zeros_like(y[0]), torch.ones_like(y[0])

@@ -2,11 +2,12 @@
 training."""
 
 from .elbo import PriorGuideELBO
+from .lbfgs import fit_lbfgs
 from .restarts import Ensemble, fit_restarts, training_objective
 from .selection import CVResult, cross_validate, holdout_split, kfold_splits
 from .svi import FitResult, default_elbo, fit, svi_step
 from .workers import worker_init
 
 __all__ = ["CVResult", "Ensemble", "FitResult", "PriorGuideELBO", "cross_validate",
-           "default_elbo", "fit", "fit_restarts", "holdout_split", "kfold_splits", "svi_step",
+           "default_elbo", "fit", "fit_lbfgs", "fit_restarts", "holdout_split", "kfold_splits", "svi_step",
            "training_objective", "worker_init"]

@@ -1,4 +1,5 @@
-"""Training: :func:`fit` runs SVI + Adam with a progress bar and a loss history."""
+"""Training: :func:`fit` runs SVI + Adam with a progress bar and a loss history, or, for a
+model whose objective has no sampled site, L-BFGS (:func:`~pyro_pidkl.infer.lbfgs.fit_lbfgs`)."""
 
 import math
 import time
@@ -96,8 +97,15 @@ def svi_step(model, elbo, optimizer):
 
 
 def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=True, seed=None,
-        progress=True, optimizer=None, loss=None, guide=None, callback=None, lr_final=None):
-    r"""Maximise the ELBO of ``model.model`` / ``model.guide`` with SVI.
+        progress=True, optimizer=None, loss=None, guide=None, callback=None, lr_final=None,
+        method="auto", tol=1e-7, restarts=None):
+    r"""Maximise the ELBO of ``model.model`` / ``model.guide`` with SVI, or a deterministic
+    model's objective with L-BFGS.
+
+    ``method="auto"`` (the default) picks L-BFGS for a model that declares a deterministic
+    objective (``model.deterministic``: :class:`~pyro_pidkl.models.PhysicsConditionedGP`)
+    when no optimiser, loss or guide is given, and SVI with Adam otherwise (PI-DKL's
+    objective samples ``Z`` and ``eps``). ``method="adam"`` or ``"lbfgs"`` chooses.
 
     The global Pyro parameter store is cleared before and after the fit: the model's own
     tensors carry its state, so several models can be fitted and compared in one process.
@@ -126,8 +134,25 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         estimate computed in one pass when the guide is the prior).
     :param guide: a guide overriding ``model.guide``.
     :param callback: ``callback(step, loss)`` after each step.
+    :param str method: ``"auto"``, ``"adam"`` (SVI) or ``"lbfgs"``.
+    :param float tol: L-BFGS stops when the objective changes by less than ``tol`` times its
+        size (``num_steps`` caps its iterations per run).
+    :param int restarts: L-BFGS's further starts (default: the model's ``default_restarts``).
     :returns: :class:`FitResult`.
     """
+    if method not in ("auto", "adam", "lbfgs"):
+        raise ValueError(f"Expected method to be 'auto', 'adam' or 'lbfgs'; got {method!r}")
+    if method == "auto":
+        plain = (optimizer is None and loss is None and guide is None and num_particles == 1
+                 and callback is None and lr_final is None)
+        method = "lbfgs" if plain and getattr(model, "deterministic", False) else "adam"
+    if method == "lbfgs":
+        from .lbfgs import fit_lbfgs
+        if not getattr(model, "deterministic", False):
+            raise ValueError(f"Expected a model with a deterministic objective for L-BFGS; "
+                             f"{type(model).__name__} samples sites (use method='adam')")
+        return fit_lbfgs(model, max_iter=max(1, positive_int(num_steps, "num_steps", 0)),
+                         tol=tol, restarts=restarts, seed=seed, progress=progress)
     num_steps = positive_int(num_steps, "num_steps", minimum=0)
     if not (lr > 0):
         raise ValueError(f"Expected lr > 0; got {lr}")
@@ -143,6 +168,8 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
     if loss is None:
         loss = default_elbo(model, num_particles, vectorize_particles)
     guide = guide or model.guide
+    relinearise = (getattr(model, "relinearise", None)
+                   if not getattr(model, "linear", True) else None)
     result = FitResult()
     start = time.perf_counter()
     bar = tqdm(range(int(num_steps)), disable=not progress, desc=type(model).__name__,
@@ -174,11 +201,15 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
                     f"NaN/inf. {advice}", history=result.losses, step=step)
             optimizer(params)
             zero_grads(params)
+            if relinearise is not None and (step + 1) % 10 == 0:
+                relinearise()   # a nonlinear equation: Gauss-Newton to the moved mean
             result.losses.append(float(value))
             if progress and (step % 10 == 0 or step == num_steps - 1):
                 bar.set_postfix(loss=f"{value:.4g}")
             if callback is not None:
                 callback(step, float(value))
+        from .lbfgs import _mark_fitted
+        _mark_fitted(model)
     finally:
         bar.close()
         result.seconds = time.perf_counter() - start

@@ -3,11 +3,11 @@ its baselines, and the GP conditioned on an equation."""
 
 from .base import GPModel
 from .baselines import DKL, SKL
-from .conditioned import PhysicsConditionedGP, collocation_points
+from .conditioned import ConvergenceWarning, GaussNewtonResult, PhysicsConditionedGP, collocation_points
 from .exact_gp import ExactGP
 from .lfm import LFM
 from .pidkl import PIDKL
 from .sparse import SparseGP, SparsePIDKL
 
-__all__ = ["DKL", "ExactGP", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
+__all__ = ["ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
            "SparseGP", "SparsePIDKL", "collocation_points"]

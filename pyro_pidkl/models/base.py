@@ -120,9 +120,9 @@ class GPModel(PyroModule):
         with torch.no_grad():
             mean, var = self._predict(self.standardizer.x_to_model(Xnew), full_cov)
             if not noiseless:
-                var = var + (self.noise * torch.eye(var.shape[-1], dtype=var.dtype,
-                                                    device=var.device) if full_cov
-                             else self.noise)
+                noise = self._noise_s()
+                var = var + (noise * torch.eye(var.shape[-1], dtype=var.dtype,
+                                               device=var.device) if full_cov else noise)
         return self.standardizer.f_to_user(mean), self.standardizer.var_to_user(var)
 
     def _check_new_inputs(self, Xnew):
@@ -135,9 +135,13 @@ class GPModel(PyroModule):
         points ``U``."""
         raise NotImplementedError
 
+    def _noise_s(self):
+        """The noise variance in standardised units (not differentiated)."""
+        return self.noise.detach()
+
     def noise_variance(self):
         """Noise variance :math:`\\sigma^2` in the user's units (a float)."""
-        return float(self.standardizer.var_to_user(self.noise.detach()))
+        return float(self.standardizer.var_to_user(self._noise_s()))
 
     def equation_parameters(self):
         """The physics term's equation parameters ``{name: value}`` (``{}`` without one)."""

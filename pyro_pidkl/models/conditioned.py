@@ -1,99 +1,97 @@
 r"""A GP conditioned jointly on the data and on the equation at collocation points.
 
 PI-DKL lets the equation reach the prediction only through the kernel's hyperparameters.
-Here the equation is *data*: with the residual linearised around the current posterior
-mean :math:`f_0` (exact for linear equations; Gauss-Newton for nonlinear ones, as in
-Chen, Hosseini, Owhadi & Stuart 2021),
+Here the equation is *data*: with the residual linearised around a function :math:`f_0`
+(exact for a linear equation; for a nonlinear one :math:`f_0` is iterated to the posterior
+mean by Gauss-Newton, as in Chen, Hosseini, Owhadi & Stuart 2021),
 
 .. math::
     \psi[f](z) \approx b(z) + \sum_\alpha J_\alpha(z)\, \partial^\alpha f(z)
         =: b(z) + \mathcal{L} f(z),
 
-the virtual observations :math:`\mathcal{L} f(Z) = g(Z) - b(Z)` at ``M`` collocation
-points :math:`Z` are jointly Gaussian with :math:`y`:
+the virtual observations :math:`v = \mathcal{L} f(Z) + \epsilon_r = g(Z) - b(Z)` at ``M``
+collocation points :math:`Z` are jointly Gaussian with the data :math:`y`:
 
 .. math::
-    \begin{bmatrix} y \\ \mathcal{L} f(Z) + \epsilon_r - g(Z) \end{bmatrix} \sim
-    \mathcal{N}\left(0, \begin{bmatrix} K + \sigma^2 I & \mathcal{L}_{z'} k(X, Z) \\
-      \mathcal{L}_z k(Z, X) & \mathcal{L}_z \mathcal{L}_{z'} k(Z, Z) + \Sigma_g + \rho^2\tau I
-    \end{bmatrix}\right),
+    \begin{bmatrix} v \\ y \end{bmatrix} \sim
+    \mathcal{N}\left(0, \begin{bmatrix}
+      \mathcal{L}_z \mathcal{L}_{z'} k(Z, Z) + \Sigma_g + \tau\, \mathrm{diag} &
+      \mathcal{L}_z k(Z, X) \\
+      \mathcal{L}_{z'} k(X, Z) & K + \sigma^2 I \end{bmatrix}\right),
 
 with the covariances of derivatives in closed form
-(:class:`~pyro_pidkl.kernels.derivatives.DerivativeKernel`). The source :math:`g` is a
-modelling choice: ``"zero"`` (the equation as written is the physics; :math:`\Sigma_g = 0`),
-``"gp"`` (the paper's unknown source, :math:`\Sigma_g = \rho^2 s_g^2 R(Z, Z)` with an SE-ARD
-correlation :math:`R` and a learned amplitude), or a known function ``g(x)``. The residual
-noise :math:`\rho^2\tau` is relative to :math:`\rho^2`, the mean prior variance of
-:math:`\mathcal{L} f` at :math:`Z`, so that ``residual_noise`` means the same for any
-equation and units.
+(:class:`~pyro_pidkl.kernels.operators.OperatorCovariance`) and the joint factored once
+(:class:`~pyro_pidkl.gp.joint.JointGaussian`). The residual noise is relative: its variance
+at :math:`z_i` is :math:`\tau` times the prior variance of :math:`\mathcal{L} f(z_i)`, so
+``residual_noise`` means the same for any equation and units. The source :math:`g` is a
+modelling choice: ``"zero"`` (the equation as written is the physics), ``"gp"`` (an unknown
+source, :math:`\Sigma_g = \rho^2 s_g^2 R(Z, Z)` with :math:`\rho^2` the mean prior
+variance of :math:`\mathcal{L} f` and a learned amplitude), or a known function ``g(x)``.
 
-Kernel, noise, source and the equation's unknown coefficients maximise the data's marginal
-likelihood under the GP conditioned on the equation (``objective="conditional"``, the
-default),
+Kernel, noise, source and the equation's unknown coefficients maximise
 
 .. math::
-    \log p(y \mid \mathcal{L} f(Z) = g(Z) - b(Z))
-        = \log p(y, \text{virtual}) - \log p(\text{virtual}),
+    \log p(y \mid v) \quad (\text{the data under the GP conditioned on the equation}),
 
 which does not change when the equation is multiplied by a coefficient-dependent constant
-(``psi`` and ``psi / omega**2`` state the same equation). The joint density
-:math:`\log p(y) + \log p(\text{virtual} \mid y)` (``objective="joint"``) does: its
-:math:`\log p(\text{virtual})` part rewards coefficients that shrink the operator, and on
-a wave equation it drove the speed to ~0 (``docs/equations.md``). Predictions are the GP
-posterior given the data and the virtual observations.
+(``psi`` and ``psi / omega**2`` state the same equation), or, when the equation has no
+unknown coefficient (a PDE solved from boundary data, say), the joint
+:math:`\log p(v, y) = \log p(y \mid v) + \log p(v)`, whose second term lets the
+collocation points inform the kernel too (``objective="auto"``). With unknown coefficients
+:math:`\log p(v)` would reward coefficients that shrink the operator (on a wave equation it
+drove the speed to ~0).
+
+A prediction is a pure function of the fitted model: it converges Gauss-Newton from the
+stored linearisation point in local variables and never writes it;
+:meth:`~PhysicsConditionedGP.relinearise` is the one method that moves it
+(:func:`~pyro_pidkl.infer.fit` calls it).
 """
 
+import contextlib
 import math
+import warnings
 
 import pyro
 import torch
 from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..kernels.derivatives import DerivativeKernel, derivative_kernel_supported
-from ..physics.domain import Box
 from ..checks import equation_input_names, positive_int
-from ..errors import NonFiniteError
+from ..errors import NonFiniteError, NotPositiveDefiniteError
+from ..gp.joint import JointGaussian
+from ..gp.posterior import jittered_cholesky
+from ..gp.standardise import Standardizer
 from ..kernels.deep import deep_kernel
-from ..kernels.se import se_ard
+from ..kernels.derivatives import derivative_kernel_supported
 from ..kernels.features import MLP
-from ..physics.equation import Equation, source_columns
-from ..physics.linearise import linearise
-from ..gp.posterior import cho_solve, jittered_cholesky, logdet
+from ..kernels.operators import OperatorCovariance
+from ..kernels.se import se_ard
 from ..param_scope import own_parameters
+from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.derivatives import Inputs
+from ..physics.domain import Box
+from ..physics.equation import Equation, source_columns
+from ..physics.linearise import is_linear, linearise
 from .exact_gp import ExactGP
 
-__all__ = ["PhysicsConditionedGP", "collocation_points"]
+__all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
+           "collocation_points"]
 
-_DESIGNS = ("sobol", "grid", "random")
+
+class ConvergenceWarning(UserWarning):
+    """Gauss-Newton did not reach its tolerance."""
 
 
-def collocation_points(domain, count, design="sobol", seed=0):
-    r"""``count`` points in a resolved :class:`~pyro_pidkl.physics.domain.Box` (user units):
-    ``"sobol"`` (scrambled Sobol, :class:`scipy.stats.qmc.Sobol`), ``"grid"`` (a product
-    grid with :math:`\lceil count^{1/d} \rceil` points per input, so possibly more than
-    ``count``) or ``"random"`` (uniform). Returns ``(M, d)``."""
-    count = positive_int(count, "the number of collocation points")
-    if design not in _DESIGNS:
-        raise ValueError(f"Expected design to be one of {_DESIGNS}; got {design!r}")
-    if not hasattr(domain, "low"):
-        raise TypeError(f"Expected a resolved Box domain; got {domain!r}")
-    low, high = domain.low, domain.high
-    d, count = low.shape[0], int(count)
-    if design == "sobol":
-        from scipy.stats import qmc
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # balance properties need 2^k points
-            u = torch.as_tensor(qmc.Sobol(d, scramble=True, seed=seed).random(count))
-    elif design == "random":
-        g = torch.Generator().manual_seed(seed)
-        u = torch.rand(count, d, generator=g, dtype=torch.float64)
-    else:
-        n = math.ceil(count ** (1.0 / d) - 1e-9)
-        axis = torch.linspace(0, 1, n, dtype=torch.float64)
-        u = torch.cartesian_prod(*([axis] * d)).reshape(-1, d)
-    return low + (high - low) * u.to(low.dtype)
+class GaussNewtonResult:
+    """What a Gauss-Newton run did: ``iterations``, ``converged``, ``change`` (the last
+    relative change of the linearisation point)."""
+
+    def __init__(self, iterations, converged, change):
+        self.iterations, self.converged, self.change = iterations, converged, change
+
+    def __repr__(self):
+        return (f"GaussNewtonResult(iterations={self.iterations}, converged={self.converged}, "
+                f"change={self.change:.3g})")
 
 
 class PhysicsConditionedGP(ExactGP):
@@ -101,46 +99,73 @@ class PhysicsConditionedGP(ExactGP):
 
     :param X: ``(N, d)`` training inputs (user units).
     :param y: ``(N,)`` training targets.
-    :param equation: a :class:`~pyro_pidkl.physics.Equation` (derivatives up to order two).
+    :param equation: a :class:`~pyro_pidkl.physics.Equation` (derivatives up to order two),
+        linear or not: linearity is decided by :func:`~pyro_pidkl.physics.is_linear`.
     :param input_names: names of the ``d`` inputs; required unless ``X`` has one column
-        and the equation one input, or ``d`` equals the equation's inputs and they are given
-        in the same order as in the equation (pass them whenever in doubt).
+        and the equation one input (pass them whenever in doubt).
     :param kernel: ``"se"`` (default: SE-ARD on the standardised inputs), ``"deep"`` (the
         paper's deep kernel: SE on MLP features) or a :mod:`pyro.contrib.gp` kernel of either
         kind.
-    :param collocation: the number of collocation points (default 200) or a ``(M, d)``
-        tensor of them in user units.
+    :param collocation: the number of collocation points (default ``200 d``) or a
+        ``(M, d)`` tensor of them in user units.
     :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
-    :param domain: where the equation holds: a :class:`~pyro_pidkl.physics.domain.Box` (default:
-        the data's box; give the whole domain to extrapolate).
+    :param domain: where the equation holds: a :class:`~pyro_pidkl.physics.domain.Box`
+        (default: the data's box; give the whole domain to extrapolate). Inputs are
+        standardised by the domain, not by the data alone.
     :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
         :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
     :param float residual_noise: :math:`\tau`, the residual variance relative to the prior
-        variance of :math:`\mathcal{L} f` (default ``1e-4``: the equation binds, a 1%
-        residual standard deviation).
-    :param bool learn_residual_noise: learn :math:`\tau` (bounded below by
-        ``residual_noise_floor``) instead of holding it.
+        variance of :math:`\mathcal{L} f` at each collocation point (default ``1e-8``: the
+        equation holds to a 0.01% residual standard deviation).
+    :param bool learn_residual_noise: learn :math:`\tau` (above ``residual_noise_floor``).
     :param float source_variance: initial :math:`s_g^2` of the ``"gp"`` source (relative).
-    :param source_prior: optional ``pyro.distributions`` prior on :math:`s_g^2` (added to
-        the objective, a MAP estimate).
+    :param source_prior: optional ``pyro.distributions`` prior on :math:`s_g^2` (a MAP
+        estimate).
     :param source_inputs: inputs of the source kernel: ``"equation"`` (default) or names.
-    :param int newton_steps: Gauss-Newton iterations at fixed hyperparameters before a
-        prediction (nonlinear equations only).
-    :param str objective: ``"conditional"`` (default: :math:`\log p(y \mid
-        \text{virtual})`) or ``"joint"`` (:math:`\log p(y, \text{virtual})`).
+    :param str objective: ``"auto"`` (default: ``"conditional"`` when the equation has
+        unknown coefficients, else ``"joint"``), ``"conditional"`` (:math:`\log p(y \mid
+        v)`) or ``"joint"`` (:math:`\log p(v, y)`).
+    :param float newton_tol: Gauss-Newton stops when the linearisation point (its values and
+        first derivatives at Z) moves by less than this, relative to their size.
+    :param int newton_max_iter: Gauss-Newton's largest number of iterations.
     :param int seed: seed of the collocation design.
     :param feature_net: the feature map of ``kernel="deep"`` (default the paper's MLP).
+    :param float noise: noise variance relative to the kernel's variance (the
+        noise-to-signal ratio of the standardised data): where the fit starts when it is
+        learned (default ``1e-2``), its value when it is held (default ``noise_floor``).
+    :param float noise_floor: its lower bound (default ``1e-10``: exact data, e.g. boundary
+        values, are fitted exactly; noisy data learn their noise well above it).
+    :param learn_noise: learn the noise (``True``), hold it (``False``), or (``None``, the
+        default) learn it from ten data or more and otherwise hold it: one initial value or
+        two end values cannot tell noise from signal.
+    :param bool parameter_uncertainty: predictions carry the learned coefficients' Laplace
+        uncertainty (default): the variance adds the spread of the posterior mean between
+        Gauss-Newton solutions at the coefficients moved by one standard deviation along
+        each principal direction (and the GP's own parameters moved with them by their
+        regression on the coefficients), once the model is fitted (``fitted``, set by
+        :func:`~pyro_pidkl.infer.fit`). ``False``: the plug-in posterior at the estimates.
+    :param int fit_collocation: with more collocation points than this (default 600),
+        :func:`~pyro_pidkl.infer.fit` learns the parameters conditioning on a maximin subset
+        of this many (:meth:`collocation_subset`), then solves with all of them (Gauss-Newton
+        at the learned parameters); ``None``: always all.
     Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
 
-    Sites of :meth:`model`: the ``data`` factor (and, with ``objective="joint"``, the
-    ``physics`` factor).
+    Sites of :meth:`model`: the ``data`` factor :math:`\log p(y \mid v)` and, with the
+    joint objective, the ``equation`` factor :math:`\log p(v)`.
     """
 
-    def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=200,
-                 design="sobol", domain=None, source="zero", residual_noise=1e-4,
-                 learn_residual_noise=False, residual_noise_floor=1e-8, source_variance=0.1,
-                 source_prior=None, source_inputs="equation", newton_steps=10, seed=0,
-                 feature_net=None, objective="conditional", **kwargs):
+    #: the objective has no sampled site: a deterministic, second-order fit applies
+    deterministic = True
+    #: the guide has no latent sites and learns nothing
+    guide_is_prior = True
+
+    def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=None,
+                 design="sobol", domain=None, source="zero", residual_noise=1e-8,
+                 learn_residual_noise=False, residual_noise_floor=1e-12, source_variance=0.1,
+                 source_prior=None, source_inputs="equation", objective="auto",
+                 newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
+                 noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
+                 fit_collocation=600, **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -149,53 +174,75 @@ class PhysicsConditionedGP(ExactGP):
                              "likelihood; declare them without a prior (coefficient_intervals() "
                              "gives a Laplace interval)")
         input_names = equation_input_names(X, input_names, equation)
-        super().__init__(X, y, input_names, **kwargs)
+        super().__init__(X, y, input_names, noise=1e-2 if noise is None else noise,
+                         noise_floor=noise_floor, **kwargs)
+        self._hold_noise(learn_noise, noise, noise_floor)
         equation.check_inputs(self.input_names)
         self.equation = equation
-        self.kernel = self._make_kernel(kernel, feature_net)
         self.domain = (domain or Box()).resolve(self.X, self.input_names)
         if not hasattr(self.domain, "low"):
             raise TypeError(f"Expected domain to be a Box; got {type(domain).__name__}")
-        if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
-            Z, _ = _as_points(collocation, self.input_names, self.X.dtype)
-        else:
-            Z = collocation_points(self.domain, collocation, design, seed)
-        self.register_buffer("Z", Z.to(self.X))
-        self.register_buffer("Z_s", self.standardizer.x_to_model(self.Z))
-        if not (residual_noise > 0 and math.isfinite(residual_noise)):
-            raise ValueError(f"Expected residual_noise > 0; got {residual_noise}")
-        if learn_residual_noise:
-            if not residual_noise > residual_noise_floor:
-                raise ValueError(f"Expected residual_noise ({residual_noise}) above "
-                                 f"residual_noise_floor ({residual_noise_floor})")
-            self.residual_noise = PyroParam(torch.tensor(float(residual_noise), dtype=self.X.dtype),
-                                            constraints.greater_than(float(residual_noise_floor)))
-        else:
-            self.register_buffer("residual_noise",
-                                 torch.tensor(float(residual_noise), dtype=self.X.dtype))
+        self._standardise_on_domain(kwargs.get("standardize", True))
+        self.kernel = self._make_kernel(kernel, feature_net)
+        Z = self._collocation(collocation, design, seed)
+        self.register_buffer("Z", Z)
+        self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
+        self._residual_noise(residual_noise, learn_residual_noise, residual_noise_floor)
         self.source_kind, self.source_fn = self._source(source)
+        self.source_prior = source_prior
         if self.source_kind == "gp":
             cols = source_columns(source_inputs, self.equation, self.input_names)
             self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
-            self.source_prior = source_prior
-        self.newton_steps = positive_int(newton_steps, "newton_steps", minimum=0)
+        learned = [n for n, spec in equation.specs.items() if not spec.fixed]
+        if objective == "auto":
+            objective = "conditional" if learned else "joint"
         if objective not in ("conditional", "joint"):
-            raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "
+            raise ValueError(f"Expected objective to be 'auto', 'conditional' or 'joint'; got "
                              f"{objective!r}")
         self.objective = objective
-        # which derivatives psi reads (index tuples), and the linearisation point f0 (a jet
-        # in user units at Z): zero until the first step, then the last posterior mean
-        probe = linearise(equation, {}, self.Z[:2], self.input_names)
-        self.indices = sorted(probe.coefficients, key=lambda i: (len(i), i))
+        if not newton_tol > 0:
+            raise ValueError(f"Expected newton_tol > 0; got {newton_tol!r}")
+        self.newton_tol = float(newton_tol)
+        self.newton_max_iter = positive_int(newton_max_iter, "newton_max_iter")
+        self.parameter_uncertainty = bool(parameter_uncertainty)
+        self.fit_collocation = (None if fit_collocation is None else
+                                positive_int(fit_collocation, "fit_collocation"))
+        # which derivatives psi reads, and whether it is linear (at random jets, not at 0)
+        probe = self.Z[:: max(1, self.Z.shape[0] // 16)][:16]
+        indices = set()
+        for jet in ({}, {(): torch.randn(probe.shape[0], dtype=self.X.dtype,
+                                         generator=torch.Generator().manual_seed(seed))}):
+            indices |= set(linearise(equation, jet, probe, self.input_names).coefficients)
+        self.indices = sorted(indices, key=lambda i: (len(i), i))
         if any(len(i) > 2 for i in self.indices):
             raise ValueError(f"Equation {equation.name!r} reads a derivative of order above two; "
                              "PhysicsConditionedGP supports orders up to two")
-        self.linear = probe.linear
-        self.f0 = {}
+        self.linear = is_linear(equation, probe, self.input_names, seed=seed)
+        # the linearisation point f0: the jet of the posterior mean at Z, in user units, one
+        # row per derivative in self.indices
+        self.register_buffer("f0", torch.zeros(len(self.indices), self.Z.shape[0],
+                                               dtype=self.X.dtype))
+        # until the first relinearise(), Gauss-Newton starts from the data-only GP's mean
+        self.register_buffer("f0_set", torch.tensor(False))
+        #: set by pyro_pidkl.fit: the Laplace approximation is taken at a fitted optimum only
+        self.register_buffer("fitted", torch.tensor(False))
+        self._cache = None
 
     # -- construction helpers ----------------------------------------------------------
+    def _standardise_on_domain(self, standardize):
+        """Inputs standardised by the domain box (its centre, and the spread of a uniform
+        distribution on it), so that a kernel's lengthscale means the same wherever the data
+        lie in it."""
+        if not standardize:
+            return
+        low, high = self.domain.low, self.domain.high
+        self.standardizer = Standardizer(self.X, self.y, True, x_loc=(low + high) / 2,
+                                         x_scale=(high - low) / math.sqrt(12.0))
+        self.X_s = self.standardizer.x_to_model(self.X)
+        self.y_s = self.standardizer.y_to_model(self.y)
+
     def _make_kernel(self, kernel, feature_net):
         if kernel == "se":
             return se_ard(self.input_dim, dtype=self.X.dtype)
@@ -209,26 +256,66 @@ class PhysicsConditionedGP(ExactGP):
                              f"Warping(RBF) deep kernel; got {kernel!r}")
         return kernel
 
+    def _collocation(self, collocation, design, seed):
+        if collocation is None:
+            collocation = 200 * self.input_dim
+        if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
+            Z = torch.as_tensor(collocation, dtype=self.X.dtype)
+            if Z.dim() == 1 and self.input_dim == 1:
+                Z = Z[:, None]
+            if Z.dim() != 2 or Z.shape[1] != self.input_dim or Z.shape[0] < 1:
+                raise ValueError(f"Expected collocation points of shape (M, {self.input_dim}) "
+                                 f"for inputs {tuple(self.input_names)}; got {tuple(Z.shape)}")
+            if not bool(torch.isfinite(Z).all()):
+                raise ValueError("Expected finite collocation points; got NaN/inf")
+            return Z.to(self.X)
+        return collocation_points(self.domain, collocation, design, seed).to(self.X)
+
+    def _hold_noise(self, learn, noise, floor):
+        """With ``learn_noise=None``, fewer than ten data cannot tell noise from signal (one
+        initial value, two end values: the marginal likelihood takes whatever the physics
+        does not fit exactly, discretisation error included, for noise): the data are then
+        taken as exact, the noise held at its floor. ``False`` holds it at ``noise``."""
+        if learn is None:
+            learn = self.X.shape[0] >= 10
+            noise = floor if noise is None else noise
+        if learn:
+            return
+        noise = floor if noise is None else noise
+        del self.noise
+        self.register_buffer("noise", torch.tensor(float(max(noise, 1e-300)), dtype=self.X.dtype))
+        self.learn_noise = False
+
+    def _residual_noise(self, value, learn, floor):
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"Expected residual_noise > 0; got {value}")
+        if learn:
+            if not value > floor:
+                raise ValueError(f"Expected residual_noise ({value}) above "
+                                 f"residual_noise_floor ({floor})")
+            self.residual_noise = PyroParam(torch.tensor(float(value), dtype=self.X.dtype),
+                                            constraints.greater_than(float(floor)))
+        else:
+            self.register_buffer("residual_noise", torch.tensor(float(value), dtype=self.X.dtype))
+
     def _source(self, source):
-        if source in ("zero", "gp"):
+        if isinstance(source, str) and source in ("zero", "gp"):
             return source, None
         if callable(source):
             return "known", source
         raise ValueError(f"Expected source to be 'zero', 'gp' or a callable g(x); got {source!r}")
 
     # -- the pieces of the model -------------------------------------------------------
-    def _derivative_scale(self, idx):
-        r""":math:`\partial^\alpha f_{user} = c_\alpha \partial^\alpha_u f_s`:
-        :math:`c_\alpha = s_y / \prod_{a \in \alpha} s_{x,a}`."""
-        return self.standardizer.derivative_scale([idx])[0]
-
-    def linearise(self):
-        r"""The equation at :math:`Z`, linearised around :math:`f_0` and written for the
-        standardised GP :math:`f_s`: ``(w, b)`` with :math:`\psi[f](Z) \approx b + \sum_\alpha
-        w_\alpha \partial^\alpha_u f_s(Z)` (``w`` ``{alpha: (M,)}``, ``b`` ``(M,)``)."""
-        lin = linearise(self.equation, self.f0, self.Z, self.input_names)
-        w = {idx: lin.coefficients[idx] * self._derivative_scale(idx)
-             for idx in self.indices if idx in lin.coefficients}
+    def linearise(self, f0):
+        r"""The equation at :math:`Z` linearised around the jet ``f0`` (``(len(indices),
+        M)``, user units) and written for the standardised GP :math:`f_s`: ``(w, b)`` with
+        :math:`\psi[f](Z) \approx b + \sum_\alpha w_\alpha \partial^\alpha_u f_s(Z)`
+        (``w`` ``{alpha: (M,)}``, ``b`` ``(M,)``)."""
+        jet = {idx: f0[k] for k, idx in enumerate(self.indices)}
+        lin = linearise(self.equation, jet, self.Z, self.input_names)
+        scale = self.standardizer.derivative_scale(self.indices)
+        w = {idx: lin.coefficients[idx] * scale[k] for k, idx in enumerate(self.indices)
+             if idx in lin.coefficients}
         b = lin.offset
         if () in lin.coefficients:
             b = b + lin.coefficients[()] * self.standardizer.y_loc
@@ -238,7 +325,6 @@ class PhysicsConditionedGP(ExactGP):
         r""":math:`g(Z)` for a known source, else zeros ``(M,)``."""
         if self.source_fn is None:
             return torch.zeros_like(self.Z[:, 0])
-        from ..physics.derivatives import Inputs
         g = torch.as_tensor(self.source_fn(Inputs(self.Z, self.input_names)), dtype=self.Z.dtype)
         if g.dim() == 0:
             g = g.expand(self.Z.shape[0])
@@ -247,84 +333,257 @@ class PhysicsConditionedGP(ExactGP):
                              f"{tuple(g.shape)}")
         return g
 
-    def joint(self, w, b):
-        r"""The joint prior of :math:`[y; \mathcal{L}f(Z)]` and its Cholesky factor: a
-        :class:`JointConditional`."""
-        dk = DerivativeKernel(self.kernel, self.Z_s, self.Z_s, self.indices, self.indices)
-        dx = DerivativeKernel(self.kernel, self.Z_s, self.X_s, self.indices, [()])
+    def operators(self, twice_differentiable=False):
+        """The kernel's operator covariances between Z and Z and between Z and X
+        (:class:`~pyro_pidkl.kernels.operators.OperatorCovariance`): what Gauss-Newton steps
+        at fixed parameters share."""
+        return (OperatorCovariance(self.kernel, self.Z_s, self.Z_s, twice_differentiable),
+                OperatorCovariance(self.kernel, self.Z_s, self.X_s, twice_differentiable))
+
+    def joint(self, w, b, closed_form=True, operators=None):
+        r"""The joint Gaussian of :math:`[v; y]` for the linearisation ``(w, b)``: a
+        :class:`~pyro_pidkl.gp.joint.JointGaussian` with the pieces predictions need
+        attached (``w`` the operator's weights, ``c`` the prior mean, ``operators``)."""
         N, M = self.X_s.shape[0], self.Z_s.shape[0]
-        Kxx = self.kernel(self.X_s)
-        K_Lx = sum(w[a][:, None] * dx(a, ()) for a in w)                       # (M, N)
-        # L_z L_z' k, using d^a_z d^c_z' k(Z, Z) = (d^c_z d^a_z' k(Z, Z))^T
-        order = sorted(w, key=lambda i: (len(i), i))
-        half = sum(w[a][:, None] * w[c][None, :] * dk(a, c) * (0.5 if a == c else 1.0)
-                   for i, a in enumerate(order) for c in order[i:])
-        K_LL = half + half.T
-        rho2 = K_LL.diagonal().mean().detach().clamp(min=1e-300)
-        Sigma = self.residual_noise * torch.eye(M, dtype=Kxx.dtype, device=Kxx.device)
+        ZZ, ZX = operators or self.operators(twice_differentiable=not closed_form)
+        # L_z L_z' k(Z, Z) and L_z k(Z, X): the linearised operator's covariances
+        K_LL = ZZ(w, w, symmetric=True)
+        K_Lx = ZX(w, {(): 1.0})
+        prior_var = K_LL.diagonal()
+        K_vv = K_LL + torch.diag(self.residual_noise * prior_var)
         if self.source_kind == "gp":
-            Sigma = Sigma + self.source_kernel(self.Z_s)
-        eye = torch.eye(N, dtype=Kxx.dtype, device=Kxx.device)
-        A = torch.cat([torch.cat([Kxx + self.noise * eye, K_Lx.T], 1),
-                       torch.cat([K_Lx, K_LL + rho2 * Sigma], 1)], 0)
+            K_vv = K_vv + prior_var.mean() * self.source_kernel(self.Z_s)
+        # the noise variance is relative to the signal variance (both scale with the profile)
+        K_yy = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
+            N, dtype=K_LL.dtype, device=K_LL.device)
+        A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
         c = self.prior_mean()
         mean_L = w[()] * c if () in w else torch.zeros_like(b)
-        obs = torch.cat([self.y_s - c, self.source() - b - mean_L])
-        L, j = jittered_cholesky(A, self.jitter, self.max_jitter, return_jitter=True,
-                                 what=f"{N + M} x {N + M} joint kernel matrix (data and "
-                                      "equation)")
-        if j:
-            A = A + j * torch.eye(N + M, dtype=A.dtype, device=A.device)
-        return JointConditional(A, L, obs, N, w, dk, dx, c)
+        obs = torch.cat([self.source() - b - mean_L, self.y_s - c])
+        joint = JointGaussian(A, obs, M, closed_form=closed_form)
+        joint.w, joint.c, joint.operators = w, c, (ZZ, ZX)
+        return joint
 
     # -- the model -----------------------------------------------------------------------
     @pyro_method
     def model(self):
-        # psi[f](Z) ~= b(Z) + sum_a w_a(Z) d^a f(Z): the equation linearised around the
-        # last posterior mean f0 (exact when psi is linear; Gauss-Newton when it is not)
-        w, b = self.linearise()
-        # [y; L f(Z) - g(Z)] ~ N(0, [[K + s2 I, L'k], [L k, L L' k + Sigma_g + rho2 tau I]])
+        # psi[f](Z) ~= b(Z) + sum_a w_a(Z) d^a f(Z): the equation linearised around f0,
+        # the posterior mean of the last Gauss-Newton step (exact when psi is linear)
+        w, b = self.linearise(self.f0)
+        # [v; y] ~ N(0, A): v = L f(Z) + e_r observed at g(Z) - b(Z), y = f(X) + e
         joint = self.joint(w, b)
+        # both maximised over the kernel's variance (every covariance is relative to it)
         if self.objective == "conditional":
-            # log p(y | psi[f](Z) = g(Z)): the data under the GP conditioned on the equation
-            pyro.factor("data", joint.log_prob_data_given_equation())
+            # log p(y | v): the data under the GP conditioned on the equation
+            pyro.factor("data", joint.log_prob_data_given_virtual(profile=True))
         else:
-            # log p(y) + log p(psi[f](Z) = g(Z) | y): the joint density
-            pyro.factor("data", joint.log_prob_data())
-            pyro.factor("physics", joint.log_prob_physics())
+            # log p(v, y): data and collocation points (no coefficient could shrink v)
+            pyro.factor("data_and_equation", joint.log_prob(profile=True))
         if self.source_kind == "gp" and self.source_prior is not None:
             pyro.factor("source_prior", self.source_prior.log_prob(self.source_kernel.variance))
-        if not self.linear:
-            self.f0 = self._user_jet(joint)              # next linearisation point (detached)
         return joint
-
-    #: the guide has no latent sites and learns nothing
-    guide_is_prior = True
 
     @pyro_method
     def guide(self):
         """No latent sites: kernel, noise, source and coefficients are point estimates."""
 
-    # -- predictions -----------------------------------------------------------------------
-    def _user_jet(self, joint):
-        """The posterior mean's jet at Z in user units (detached), the next ``f0``."""
-        with torch.no_grad():
-            jet = joint.mean_jet()
-            out = {}
-            for idx, v in jet.items():
-                v = v * self._derivative_scale(idx)
-                out[idx] = v + self.standardizer.y_loc if idx == () else v
-            return out
+    # -- Gauss-Newton and predictions -----------------------------------------------------
+    def _cross(self, joint, U, index=(), operators=None):
+        r"""Covariances ``(P, M + N)`` of :math:`\partial^{index} f_s(U)` with ``[v; y]``
+        (``operators``: those between ``U`` and Z and X, when kept)."""
+        UZ, UX = operators or (OperatorCovariance(self.kernel, U, self.Z_s),
+                               OperatorCovariance(self.kernel, U, self.X_s))
+        return torch.cat([UZ({index: 1.0}, joint.w), UX({index: 1.0}, {(): 1.0})], 1)
 
-    def conditional(self):
-        """The joint conditional at the current parameters, after ``newton_steps``
-        Gauss-Newton iterations for a nonlinear equation (updates ``f0``)."""
+    def _mean_jet(self, joint, U=None):
+        """The posterior mean's jet at ``U`` (standardised; default Z) in user units
+        ``(len(indices), P)``."""
+        UZ, UX = (joint.operators if U is None else
+                  (OperatorCovariance(self.kernel, U, self.Z_s),
+                   OperatorCovariance(self.kernel, U, self.X_s)))
+        alpha = joint.weights()
+        M = self.Z_s.shape[0]
+        scale = self.standardizer.derivative_scale(self.indices)
+        rows = []
+        for k, idx in enumerate(self.indices):
+            mean = (UZ.matvec({idx: 1.0}, joint.w, alpha[:M])
+                    + UX.matvec({idx: 1.0}, {(): 1.0}, alpha[M:]))
+            v = (mean + (joint.c if idx == () else 0.0)) * scale[k]
+            rows.append(v + self.standardizer.y_loc if idx == () else v)
+        return torch.stack(rows)
+
+    def _data_jet(self):
+        """The jet at Z of the data-only GP's posterior mean (user units): where Gauss-Newton
+        starts. Zero is a poor start: it solves many equations (``f' = r f (1 - f)``,
+        ``u_t = u_xx + u^3``), and a linearisation there can keep the iterates on that
+        trivial solution whatever the data say."""
+        N = self.X_s.shape[0]
+        K = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
+            N, dtype=self.X_s.dtype, device=self.X_s.device)
+        c = self.prior_mean()
+        alpha = torch.cholesky_solve((self.y_s - c)[:, None],
+                                     jittered_cholesky(K, 1e-10, 1e-2))[:, 0]
+        ZX = OperatorCovariance(self.kernel, self.Z_s, self.X_s)
+        scale = self.standardizer.derivative_scale(self.indices)
+        rows = []
+        for k, idx in enumerate(self.indices):
+            v = (ZX.matvec({idx: 1.0}, {(): 1.0}, alpha) + (c if idx == () else 0.0)) * scale[k]
+            rows.append(v + self.standardizer.y_loc if idx == () else v)
+        return torch.stack(rows)
+
+    def _residual_size(self, f0):
+        r""":math:`\|\psi[f](Z) - g(Z)\|` for the jet ``f0`` of :math:`f` at :math:`Z`: the
+        merit of a damped Gauss-Newton step."""
+        jet = {idx: f0[k] for k, idx in enumerate(self.indices)}
+        h = linearise(self.equation, jet, self.Z, self.input_names).h0
+        return float((h.detach() - self.source()).norm())
+
+    def _gauss_newton(self, f0, max_iter=None):
+        r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
+        ``(joint, f0, GaussNewtonResult)`` with ``joint`` the linearisation at the returned
+        ``f0`` (its mean jet equals ``f0`` to the tolerance).
+
+        Each step moves the linearisation point towards the posterior mean of the
+        equation linearised there, :math:`f_0 + \lambda (f_{new} - f_0)`, with the largest
+        :math:`\lambda \in \{1, \tfrac12, \dots, 2^{-6}\}` that does not raise the
+        equation's residual at the collocation points (by more than 1%: near the solution it
+        sits on a floor set by the data and the residual noise, where it moves with
+        rounding), and the full step once steps are
+        below ``1e-3``: the full step near the solution (fast convergence), a
+        shorter one where the linearisation is poor (a strong nonlinearity far from the
+        solution, where full steps oscillate). Steps are measured relative to the size of
+        each row of the jet, on the rows of order 0 and 1; converged below ``newton_tol``."""
         with torch.no_grad():
-            steps = 1 if self.linear else max(self.newton_steps, 1)
-            for _ in range(steps):
-                joint = self.joint(*self.linearise())
-                self.f0 = self._user_jet(joint)
-            return joint
+            ops = self.operators()
+            if not self.linear and not bool(self.f0_set):
+                f0 = self._data_jet()
+            if self.linear:
+                return (self.joint(*self.linearise(f0), operators=ops), f0,
+                        GaussNewtonResult(0, True, 0.0))
+            change = math.inf
+            merit = self._residual_size(f0)
+            # convergence is judged on the jet's rows of order 0 and 1 where there are any:
+            # second derivatives of the posterior mean carry the rounding of an ill-
+            # conditioned joint (1e-4 relative), which would never settle below a tolerance
+            orders = torch.tensor([len(i) for i in self.indices])
+            low = orders <= 1 if bool((orders <= 1).any()) else orders >= 0
+            for it in range(1, (max_iter or self.newton_max_iter) + 1):
+                joint = self.joint(*self.linearise(f0), operators=ops)
+                new = self._mean_jet(joint)
+                step = new - f0
+                size = new.abs().amax(1, keepdim=True).clamp(min=1e-300)
+                full = float((step.abs() / size)[low].max())
+                lam = 1.0
+                while True:
+                    candidate = f0 + lam * step
+                    value = self._residual_size(candidate)
+                    # near the solution (a step below 1e-3) the full step is taken: the
+                    # residual no longer falls there (data and equation balance), and
+                    # Gauss-Newton converges fast
+                    if full <= 1e-3 or value <= 1.01 * merit \
+                            or lam <= 2 ** -6 or not math.isfinite(merit):
+                        break
+                    lam *= 0.5
+                change = lam * full
+                if not math.isfinite(change) or not math.isfinite(value):
+                    break
+                f0, merit = candidate, value
+                if change <= self.newton_tol:
+                    return (self.joint(*self.linearise(f0), operators=ops), f0,
+                            GaussNewtonResult(it, True, change))
+            return joint, f0, GaussNewtonResult(it, False, change)
+
+    def parameter_bounds(self):
+        r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay
+        above half the spacing of the points (data and collocation) in each input,
+        :math:`\tfrac12 \sqrt{12} / n^{1/d}` in standardised units. Below it the kernel
+        sees each point alone, a degenerate optimum of the marginal likelihood (the
+        derivative covariances grow as :math:`l^{-4}` and every point becomes its own
+        observation)."""
+        kern = getattr(self.kernel, "kern", self.kernel)
+        if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
+            return {}
+        n, d = self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim
+        low = 0.5 * math.sqrt(12.0) / n ** (1.0 / d)
+        return {kern.lengthscale_unconstrained: (math.log(low), None)}
+
+    def _state_key(self):
+        """What identifies the model's state: each tensor's identity, version (in-place
+        updates) and storage (``.data`` replaced, as assigning a PyroParam does)."""
+        return tuple((id(t), t._version, t.data_ptr()) for t in
+                     [*self.parameters(), *self.buffers()])
+
+    @own_parameters
+    def solve(self):
+        r"""The conditioned GP at the current parameters: Gauss-Newton from the stored
+        linearisation point to ``newton_tol`` (nonlinear equations), in local variables.
+
+        Pure: the same state gives the same result and nothing is written (the result is
+        cached against the parameters' versions). :meth:`relinearise` stores its point.
+
+        :returns: ``(joint, f0, GaussNewtonResult)``.
+        """
+        key = self._state_key()
+        if self._cache is None or self._cache[0] != key:
+            out = self._gauss_newton(self.f0)
+            if not out[2].converged:
+                warnings.warn(f"Gauss-Newton did not converge for equation "
+                              f"{self.equation.name!r}: {out[2]}", ConvergenceWarning,
+                              stacklevel=2)
+            self._cache = (key, out)
+        return self._cache[1]
+
+    @own_parameters
+    def relinearise(self, max_iter=None):
+        r"""Move the stored linearisation point :math:`f_0` to the posterior mean by
+        Gauss-Newton at the current parameters (the only method that changes it). Called by :func:`~pyro_pidkl.infer.fit` between optimiser runs;
+        call it in a hand-written SVI loop every few steps.
+
+        :param int max_iter: at most this many iterations (default ``newton_max_iter``).
+        :returns: a :class:`GaussNewtonResult`.
+        """
+        out = self._gauss_newton(self.f0, max_iter)
+        if math.isfinite(out[2].change):
+            with torch.no_grad():
+                self.f0.copy_(out[1])
+                self.f0_set.fill_(True)
+            self._cache = (self._state_key(), out)     # what a prediction would compute
+        return out[2]
+
+    @contextlib.contextmanager
+    def collocation_subset(self, count):
+        r"""Condition on ``count`` of the collocation points (a maximin subset,
+        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block;
+        on leaving it, all points are back and the linearisation point is the subset
+        solution's posterior mean at all of them. Used by :func:`~pyro_pidkl.infer.fit` to
+        learn the parameters of a large problem."""
+        M = self.Z.shape[0]
+        if count is None or count >= M:
+            yield self
+            return
+        idx = maximin_subset(self.Z_s, count)
+        Z, Z_s, f0 = self.Z, self.Z_s, self.f0
+        self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
+        self._cache = None
+        try:
+            yield self
+        finally:
+            full = f0
+            try:
+                with torch.no_grad():
+                    joint, _, result = self._gauss_newton(self.f0)
+                    if math.isfinite(result.change):
+                        full = self._mean_jet(joint, U=Z_s)
+            except (NonFiniteError, NotPositiveDefiniteError):
+                pass
+            self.Z, self.Z_s, self.f0 = Z, Z_s, full
+            self._cache = None
+
+    @own_parameters
+    def conditional(self):
+        """The joint Gaussian of the data and the virtual observations at the converged
+        linearisation (pure: see :meth:`solve`)."""
+        return self.solve()[0]
 
     def posterior(self):
         """Refused: the data-only GP posterior is not this model's; use ``model(X)`` or
@@ -332,22 +591,59 @@ class PhysicsConditionedGP(ExactGP):
         raise TypeError("PhysicsConditionedGP's posterior is conditioned on the equation as "
                         "well as the data: use model(X) or model.conditional(), not posterior()")
 
-    def _predict(self, U, full_cov):
-        joint = self.conditional()
-        return joint.predict(self.kernel, U, self.Z_s, self.X_s, full_cov)
+    def _signal_variance(self):
+        """The kernel's variance parameter (standardised units); every covariance is
+        relative to it and the fit profiles it out (:meth:`signal_variance`)."""
+        kern = getattr(self.kernel, "kern", self.kernel)
+        return kern.variance
 
     @own_parameters
-    def training_objective(self):
-        """The log joint density :math:`\\log p(y) + \\log p(\\text{virtual} \\mid y)` at the
-        current parameters (a float)."""
+    def signal_variance(self):
+        r"""The prior variance of :math:`f` in the user's units at its maximum-likelihood
+        value :math:`\hat s^2` (profiled out of the objective; the kernel's ``variance``
+        parameter is only its unit), a float."""
+        with torch.no_grad():
+            scale = self._scale(self.conditional())
+            return float(self.standardizer.var_to_user(self._signal_variance() * scale))
+
+    def _scale(self, joint):
+        """The maximum-likelihood factor of the kernel's variance at ``joint`` (every
+        covariance is relative to it, so the fit profiles it out)."""
+        return joint.scale(conditional=self.objective == "conditional")
+
+    def _noise_s(self):
         with torch.no_grad():
             joint = self.conditional()
-            return float(self._objective(joint))
+            return self.noise.detach() * self._signal_variance().detach() * self._scale(joint)
+
+    def _predict(self, U, full_cov):
+        joint = self.conditional()
+        cross = self._cross(joint, U)
+        mean = joint.mean(cross) + joint.c
+        prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
+        var = joint.variance(cross, prior, full_cov) * self._scale(joint)
+        # the coefficients' Laplace uncertainty: the spread of the mean between sigma points
+        for plus, minus in self._sigma_points():
+            half = 0.5 * (plus.mean(self._cross(plus, U)) - minus.mean(self._cross(minus, U)))
+            var = var + (half[:, None] * half[None, :] if full_cov else half.pow(2))
+        return mean, var
 
     def _objective(self, joint):
         if self.objective == "conditional":
-            return joint.log_prob_data_given_equation()
-        return joint.log_prob_data() + joint.log_prob_physics()
+            value = joint.log_prob_data_given_virtual(profile=True)
+        else:
+            value = joint.log_prob(profile=True)
+        if self.source_kind == "gp" and self.source_prior is not None:
+            value = value + self.source_prior.log_prob(self.source_kernel.variance)
+        return value
+
+    @own_parameters
+    def training_objective(self):
+        """The fit's objective (:math:`\\log p(y \\mid v)`, plus :math:`\\log p(v)` with the
+        joint objective) at the current parameters and the converged linearisation (a
+        float)."""
+        with torch.no_grad():
+            return float(self._objective(self.conditional()))
 
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}``."""
@@ -355,185 +651,159 @@ class PhysicsConditionedGP(ExactGP):
             return {name: getattr(self.equation, name).detach().cpu().tolist()
                     for name in self.equation.parameter_names}
 
-    @own_parameters
-    def coefficient_intervals(self, prob=0.9, nuisance=True):
-        r"""Laplace intervals for the learned equation coefficients.
-
-        The negative log joint density :math:`-\log p(y, \text{virtual} \mid \theta,
-        \eta)` is expanded to second order at the estimates, in the unconstrained
-        coefficients :math:`\theta` and (``nuisance=True``, the default) the GP's own
-        scalar parameters :math:`\eta` (kernel variance and lengthscales, noise, source;
-        not a feature network's weights); the coefficients' covariance is the
-        :math:`\theta` block of the inverse Hessian (the marginal of the Laplace
-        approximation). A direction of zero or negative curvature is not identified: every
-        coefficient that loads on it gets an infinite interval.
-
-        :returns: ``{name: {"value", "lower", "upper", "sd"}}``: the central ``prob``
-            interval mapped to the constrained space, ``sd`` in the unconstrained one.
-        """
+    # -- Laplace: coefficient intervals and their effect on predictions -----------------
+    def _laplace_parameters(self, nuisance=True):
+        """``(theta, eta)``: the unconstrained learned coefficients and the GP's own scalar
+        parameters (kernel variance and lengthscales, noise, source; not a feature net)."""
         names = [n for n, spec in self.equation.specs.items() if not spec.fixed]
-        if not names:
-            return {}
-        with torch.no_grad():
-            self.conditional()                     # converge the linearisation point
         theta = [getattr(self.equation, n + "_unconstrained") for n in names]
+        kern = getattr(self.kernel, "kern", self.kernel)
+        profiled = kern.variance_unconstrained     # profiled out: no curvature of its own
         eta = [p for name, p in self.named_parameters()
                if nuisance and not name.startswith("equation.") and "iwarping_fn" not in name
-               and p.requires_grad]
+               and p.requires_grad and p is not profiled]
+        return names, theta, eta
+
+    @own_parameters
+    def laplace(self, nuisance=True):
+        r"""The Laplace approximation of the learned coefficients :math:`\theta`
+        (unconstrained) and, with ``nuisance``, the GP's scalar parameters :math:`\eta`:
+        the negative objective expanded to second order at the estimates and the converged
+        linearisation.
+
+        :returns: ``(names, sizes, H, cov)``: the coefficients' names and sizes, the Hessian
+            ``(p, p)`` over :math:`[\theta; \eta]` and the covariance
+            (:func:`_laplace_covariance`).
+        """
+        names, theta, eta = self._laplace_parameters(nuisance)
         params = theta + eta
-        joint = self.joint(*self.linearise())
-        joint.closed_form = False                  # plain autograd: second derivatives
-        loss = -self._objective(joint)
-        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-        flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
-                          for g, p in zip(grads, params)])
-        rows = []
-        for i in range(flat.numel()):
-            row = torch.autograd.grad(flat[i], params, retain_graph=True, allow_unused=True)
-            rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
-                                   for r, p in zip(row, params)]))
+        _, f0, _ = self.solve()
+        with torch.enable_grad():
+            loss = -self._objective(self.joint(*self.linearise(f0), closed_form=False))
+            grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+            flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                              for g, p in zip(grads, params)])
+            rows = []
+            for i in range(flat.numel()):
+                row = (torch.autograd.grad(flat[i], params, retain_graph=True,
+                                           allow_unused=True)
+                       if flat[i].requires_grad else [None] * len(params))
+                rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
+                                       for r, p in zip(row, params)]))
         H = torch.stack(rows).detach()
-        evals, evecs = torch.linalg.eigh(0.5 * (H + H.T))
-        bad = evals <= 1e-10 * evals.abs().max().clamp(min=1e-300)
-        inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
-        sizes = [t.numel() for t in theta]
-        n_theta = sum(sizes)
-        V = evecs[:n_theta]
-        sd = ((V ** 2) @ inv).sqrt()
-        loose = (V[:, bad].abs() > 1e-8).any(1) if bad.any() else torch.zeros_like(sd, dtype=bool)
-        sd = torch.where(loose, torch.full_like(sd, math.inf), sd)
+        H = 0.5 * (H + H.T)
+        n_theta = sum(t.numel() for t in theta)
+        return names, [t.numel() for t in theta], H, _laplace_covariance(H, n_theta)
+
+    @own_parameters
+    def coefficient_intervals(self, prob=0.9, nuisance=True):
+        r"""Laplace intervals for the learned equation coefficients (:meth:`laplace`: the
+        marginal of :math:`\theta`, the GP's scalar parameters integrated out with
+        ``nuisance=True``).
+
+        :returns: ``{name: {"value", "lower", "upper", "sd"}}``: the central ``prob``
+            interval, mapped from the unconstrained space, and ``sd`` (the delta method's
+            standard deviation of the value), both in the coefficient's own units.
+        """
+        names, sizes, _, cov = self.laplace(nuisance)
+        if not names:
+            return {}
+        _, theta, _ = self._laplace_parameters(False)
+        sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
         z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
         out, k = {}, 0
         for n, t_raw, size in zip(names, theta, sizes):
             t = torch.distributions.transform_to(self.equation.specs[n].constraint)
             th, s = t_raw.detach().reshape(-1), sd[k:k + size]
             lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
-            out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
-                      "upper": _tolist(torch.maximum(lo, hi), size), "sd": _tolist(s, size)}
+            slope = torch.func.vmap(torch.func.grad(lambda u: t(u).sum()))(th)
+            out[n] = {"value": _tolist(t(th), size),
+                      "lower": _tolist(torch.minimum(lo, hi), size),
+                      "upper": _tolist(torch.maximum(lo, hi), size),
+                      "sd": _tolist(slope.abs() * s, size)}
             k += size
         return out
 
+    def _sigma_points(self):
+        r"""Gauss-Newton solutions at the coefficients moved by :math:`\pm` one Laplace
+        standard deviation along each principal direction of their marginal, the GP's own
+        parameters moved with them by their regression on the coefficients: ``[(joint+,
+        joint-), ...]`` (cached with the state). Empty without learned coefficients or
+        with ``parameter_uncertainty=False``."""
+        key = self._state_key()
+        cached = getattr(self, "_sigma_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        points = []
+        names, theta, eta = self._laplace_parameters(True)
+        if names and self.parameter_uncertainty and bool(self.fitted):
+            points = self._compute_sigma_points(theta + eta, sum(t.numel() for t in theta))
+        self._sigma_cache = (self._state_key(), points)
+        return points
 
-class JointConditional:
-    r"""The joint Gaussian of the data and the virtual observations, factored once.
-
-    ``A`` is the ``(N + M)`` joint covariance (differentiable), ``L`` its Cholesky factor,
-    ``obs`` the observed vector :math:`[y_s - c;\; g(Z) - b(Z) - w_0 c]`, ``N`` the number
-    of data rows. The log densities have closed-form gradients in ``A``
-    (:func:`~pyro_pidkl.gp.posterior.cho_solve`, :func:`~pyro_pidkl.gp.posterior.logdet`) instead
-    of autograd through the Cholesky factor.
-    """
-
-    def __init__(self, A, L, obs, N, w, dk, dx, prior_mean):
-        self.A, self.L, self.obs, self.N, self.w, self.dk, self.dx = A, L, obs, N, w, dk, dx
-        self.c = prior_mean
-        self._weights = None
-        #: closed-form gradients (training); False: plain autograd through the Cholesky
-        #: factor (any order of derivatives, e.g. a Hessian)
-        self.closed_form = True
-
-    def _gaussian(self, K, L, v, Kinv=None):
-        r""":math:`\log N(v \mid 0, K)` with closed-form gradients in ``K`` and ``v``."""
-        if self.closed_form:
-            a = cho_solve(K, v[:, None], L, Kinv)[:, 0]
-            quad, half_logdet = (v * a).sum(), 0.5 * logdet(K, L, Kinv)
-        else:
-            white = torch.linalg.solve_triangular(L, v[:, None], upper=False)[:, 0]
-            quad, half_logdet = white.pow(2).sum(), L.diagonal().log().sum()
-        value = -0.5 * quad - half_logdet - 0.5 * v.shape[0] * math.log(2 * math.pi)
-        if not torch.isfinite(value):
-            raise NonFiniteError("The joint (data and equation) log density is NaN/inf")
-        return value
-
-    def log_prob_data(self):
-        r""":math:`\log p(y)`: the data block (its factor is the top-left of ``L``)."""
-        if getattr(self, "_lp_data", None) is None:
-            N, P = self.N, self._inverse()
-            Kinv = None
-            if P is not None:   # (A_11)^-1 = P_11 - P_12 P_22^-1 P_21 (Schur; O(N^2 M))
-                Kinv = P[:N, :N] - P[:N, N:] @ torch.linalg.solve(P[N:, N:], P[N:, :N])
-            self._lp_data = self._gaussian(self.A[:N, :N], self.L[:N, :N], self.obs[:N], Kinv)
-        return self._lp_data
-
-    def _inverse(self):
-        """:math:`P = A^{-1}` while gradients are recorded (their closed form needs it)."""
-        if not torch.is_grad_enabled() or not self.closed_form:
-            return None
-        if getattr(self, "_P", None) is None:
-            self._P = torch.cholesky_inverse(self.L.detach())
-        return self._P
-
-    def log_prob_virtual(self):
-        r""":math:`\log p(\text{virtual})`: the prior density of the virtual observations
-        (the bottom-right ``M x M`` block, its own Cholesky)."""
-        if getattr(self, "_lp_virtual", None) is None:
-            N = self.N
-            A22 = self.A[N:, N:]
-            L22 = jittered_cholesky(A22, 1e-10, 1e-2, what="virtual observations' covariance")
-            Kinv = (torch.cholesky_inverse(L22.detach())
-                    if torch.is_grad_enabled() and self.closed_form else None)
-            self._lp_virtual = self._gaussian(A22, L22, self.obs[N:], Kinv)
-        return self._lp_virtual
-
-    def log_prob_data_given_equation(self):
-        r""":math:`\log p(y \mid \text{virtual}) = \log p(y, \text{virtual}) - \log
-        p(\text{virtual})`: the data's marginal likelihood under the GP conditioned on the
-        equation. Unlike the joint density it does not change when the equation is
-        multiplied by a coefficient-dependent constant."""
-        joint = self._gaussian(self.A, self.L, self.obs, self._inverse())
-        return joint - self.log_prob_virtual()
-
-    def log_prob_physics(self):
-        r""":math:`\log p(\text{virtual} \mid y) = \log p(y, \text{virtual}) - \log p(y)`."""
-        return self._gaussian(self.A, self.L, self.obs, self._inverse()) - self.log_prob_data()
-
-    def weights(self):
-        r""":math:`A^{-1} \text{obs}` ``(N + M,)`` (not differentiated)."""
-        if self._weights is None:
+    def _compute_sigma_points(self, params, p):
+        _, _, _, cov = self.laplace(True)
+        C_tt = cov[:p, :p]
+        if not bool(torch.isfinite(C_tt).all()):
+            warnings.warn("A learned coefficient is not identified by the data and the "
+                          "equation (infinite Laplace interval): the predictive variance "
+                          "leaves its uncertainty out", ConvergenceWarning, stacklevel=3)
+            return []
+        finite = torch.isfinite(cov).all(1)
+        cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
+        lam, V = torch.linalg.eigh(0.5 * (C_tt + C_tt.T))
+        keep = lam > 1e-14 * lam.abs().max().clamp(min=1e-300)
+        # a move delta_theta = sqrt(lam) v of the coefficients, and of everything by
+        # regression: delta = C[:, theta] C_tt^-1 delta_theta = C[:, theta] v / sqrt(lam)
+        moves = [cov[:, :p] @ V[:, k] / lam[k].sqrt() for k in range(p) if keep[k]]
+        saved = [q.detach().clone() for q in params]
+        sizes = [q.numel() for q in params]
+        out = []
+        try:
+            for move in moves:
+                pair = []
+                for sign in (1.0, -1.0):
+                    with torch.no_grad():
+                        for q, q0, dq in zip(params, saved, torch.split(sign * move, sizes)):
+                            q.copy_(q0 + dq.reshape(q0.shape))
+                    joint, _, gn = self._gauss_newton(self.f0)
+                    pair.append(joint)
+                out.append(tuple(pair))
+        finally:
             with torch.no_grad():
-                self._weights = torch.cholesky_solve(self.obs[:, None], self.L)[:, 0]
-        return self._weights
-
-    def mean_jet(self):
-        r"""Posterior mean derivatives :math:`\partial^\alpha \mu_s(Z)` for the equation's
-        indices (standardised units)."""
-        a = self.weights()
-        out = {}
-        for idx in self.dk_indices():
-            cross = torch.cat([self.dx(idx, ()),
-                               sum(self.dk(idx, c) * self.w[c][None, :] for c in self.w)], 1)
-            out[idx] = cross @ a + (self.c if idx == () else 0.0)
+                for q, q0 in zip(params, saved):
+                    q.copy_(q0)
         return out
 
-    def dk_indices(self):
-        return sorted(self.w, key=lambda i: (len(i), i))
+def _laplace_covariance(H, n_theta, flat=1e-7):
+    r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
+    :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
 
-    def predict(self, kernel, U, Z_s, X_s, full_cov=False):
-        r"""Posterior mean and variance (or covariance) of the standardised :math:`f` at
-        ``U`` ``(P, d)`` given the data and the equation."""
-        dz = DerivativeKernel(kernel, U, Z_s, [()], list(self.w))
-        k_star = torch.cat([kernel(U, X_s),
-                            sum(dz((), c) * self.w[c][None, :] for c in self.w)], 1)  # (P, N+M)
-        mean = k_star @ self.weights() + self.c
-        V = torch.linalg.solve_triangular(self.L, k_star.T, upper=False)
-        if full_cov:
-            return mean, kernel(U) - V.T @ V
-        var = kernel(U, diag=True) - V.pow(2).sum(0)
-        return mean, var.clamp(min=0)
+    A nuisance parameter whose curvature is below ``flat`` times the largest is not
+    identified by the objective (a noise ratio that the profiled scale absorbs, a
+    parameter at its floor): it is held at its value, not integrated over, so it cannot
+    blur the coefficients. Of the rest, a direction of zero or negative curvature makes
+    every coefficient with a loading above ``1e-3`` on it unidentified (``inf``)."""
+    p = H.shape[0]
+    size = H.abs().max().clamp(min=1e-300)
+    keep = torch.ones(p, dtype=torch.bool)
+    keep[n_theta:] = H.diagonal()[n_theta:] > flat * size
+    cov = torch.zeros_like(H)
+    Hk = H[keep][:, keep]
+    evals, evecs = torch.linalg.eigh(Hk)
+    bad = evals <= flat * size
+    inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
+    Ck = (evecs * inv) @ evecs.T
+    if bad.any():
+        loose = (evecs[:, bad].abs() > 1e-3).any(1)
+        Ck[loose, :] = 0.0
+        Ck[:, loose] = 0.0
+        Ck[loose, loose] = math.inf
+    idx = keep.nonzero().flatten()
+    cov[idx[:, None], idx[None, :]] = Ck
+    return cov
 
 
 def _tolist(t, size):
     t = t.detach().cpu()
     return t.item() if size == 1 and t.dim() <= 1 else t.tolist()
-
-
-def _as_points(Z, input_names, dtype):
-    Z = torch.as_tensor(Z, dtype=dtype)
-    if Z.dim() == 1 and len(input_names) == 1:
-        Z = Z[:, None]
-    if Z.dim() != 2 or Z.shape[1] != len(input_names) or Z.shape[0] < 1:
-        raise ValueError(f"Expected collocation points of shape (M, {len(input_names)}) for "
-                         f"inputs {tuple(input_names)}; got {tuple(Z.shape)}")
-    if not torch.isfinite(Z).all():
-        raise ValueError("Expected finite collocation points; got NaN/inf")
-    return Z, input_names

@@ -1,9 +1,10 @@
 """Equations written as plain Python over a solution and its derivatives by input name."""
 
+from .collocation import boundary_points, box_bounds, collocation_points
 from .derivatives import Field, Inputs
 from .domain import Box, Gaussian
 from .equation import Equation, Parameter
-from .linearise import JetField, Linearisation, linearise
+from .linearise import JetField, Linearisation, is_linear, linearise
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
 
@@ -17,10 +18,14 @@ __all__ = [
     "Linearisation",
     "Parameter",
     "PhysicsTerm",
+    "boundary_points",
+    "box_bounds",
     "burgers_1d",
+    "collocation_points",
     "diffusion_2d",
     "first_order_ode",
     "heat_1d",
+    "is_linear",
     "linearise",
     "poisson_2d",
 ]

@@ -14,6 +14,12 @@ For a linear operator the expansion is exact whatever :math:`f_0` (Gauss-Newton 
 in one step); for a nonlinear one it is the Gauss-Newton linearisation (Chen, Hosseini,
 Owhadi & Stuart 2021). The coefficients keep their graph to the equation's parameters, so
 they are learned through :math:`J_\alpha` and :math:`h_0`.
+
+Whether ``psi`` is linear is a property of ``psi`` over all functions, not at one:
+:func:`is_linear` linearises it at several independent random jets (and random values of
+its learned parameters) and calls it linear only when every expansion is the same. A test
+at the zero function alone misses every term whose second derivative vanishes there
+(:math:`\sin f`, :math:`f^3`, :math:`\tanh f`, :math:`f|f|`, :math:`(1 - f^2) f_t`).
 """
 
 from dataclasses import dataclass
@@ -22,7 +28,7 @@ import torch
 
 from .derivatives import Field, Inputs
 
-__all__ = ["JetField", "Linearisation", "linearise"]
+__all__ = ["JetField", "Linearisation", "is_linear", "linearise"]
 
 
 class JetField(Field):
@@ -59,7 +65,8 @@ class Linearisation:
     (:math:`J_\alpha`), ``h0`` ``(m,)`` (:math:`\psi[f_0]`), and ``offset`` ``(m,)``
     (:math:`h_0 - \sum_\alpha J_\alpha \partial^\alpha f_0`, so that
     :math:`\psi[f] \approx \text{offset} + \sum_\alpha J_\alpha \partial^\alpha f`);
-    ``linear`` tells whether the coefficients do not depend on :math:`f_0`."""
+    ``linear`` tells whether the coefficients and the offset are the same at independent
+    random jets (:func:`is_linear`; ``None`` unless asked for)."""
 
     coefficients: dict
     h0: torch.Tensor
@@ -67,14 +74,23 @@ class Linearisation:
     linear: bool
 
 
-def linearise(equation, jet, points, names, **values):
+def linearise(equation, jet, points, names, check_linear=False, **values):
     r"""Linearise ``equation`` around the jet ``jet`` (``{alpha: (m,)}`` in user units) at
     ``points`` ``(m, d)`` (user units), with column names ``names``.
 
     :param equation: a :class:`~pyro_pidkl.physics.Equation`.
+    :param bool check_linear: also decide whether ``psi`` is linear (:func:`is_linear`, at
+        these points); otherwise ``linear`` is ``None``.
     :param values: parameter values overriding the equation's current ones.
     :returns: a :class:`Linearisation`; its index tuples are column indices into ``names``.
     """
+    coefficients, h, offset, _ = _expand(equation, jet, points, names, values)
+    linear = is_linear(equation, points, names) if check_linear else None
+    return Linearisation(coefficients, h, offset, linear)
+
+
+def _expand(equation, jet, points, names, values):
+    """``(coefficients, h0, offset, requested)`` of the expansion at ``jet``."""
     params = equation.parameter_values()
     params.update({k: torch.as_tensor(v, dtype=points.dtype) for k, v in values.items()})
     m = points.shape[0]
@@ -89,23 +105,78 @@ def linearise(equation, jet, points, names, **values):
         if h.shape != (m,):
             raise ValueError(f"Expected psi {equation.name!r} to return shape ({m},); got "
                              f"{tuple(h.shape)}")
-        leaves = dict(field.leaves)
-        used = {idx: leaf for idx, leaf in leaves.items() if idx in field.requested or idx == ()}
-        grads = torch.autograd.grad(h.sum(), list(used.values()), create_graph=True,
-                                    allow_unused=True) if h.requires_grad else [None] * len(used)
-        coefficients, linear = {}, True
-        for idx, g in zip(used, grads):
-            if g is None:
-                continue
-            coefficients[idx] = g
-            if g.requires_grad:
-                second = torch.autograd.grad(g.sum(), list(used.values()), retain_graph=True,
-                                             allow_unused=True)
-                if any(s is not None and bool((s != 0).any()) for s in second):
-                    linear = False
+        used = {idx: leaf for idx, leaf in field.leaves.items()
+                if idx in field.requested or idx == ()}
+        grads = (torch.autograd.grad(h.sum(), list(used.values()), create_graph=True,
+                                     allow_unused=True)
+                 if h.requires_grad else [None] * len(used))
+        coefficients = {idx: g for idx, g in zip(used, grads) if g is not None}
     if not coefficients:
         raise ValueError(f"The residual of equation {equation.name!r} does not depend on f: "
                          "it has nothing to condition on")
     offset = h - sum(c * used[idx].detach() for idx, c in coefficients.items())
     coefficients = {idx: c if c.shape == (m,) else c.expand(m) for idx, c in coefficients.items()}
-    return Linearisation(coefficients, h, offset, linear)
+    return coefficients, h, offset, set(field.requested)
+
+
+def _random_parameters(equation, generator, dtype):
+    """Values of the equation's learned parameters drawn around their current ones (in the
+    unconstrained space, a standard deviation of one), so that a coefficient that is zero
+    now cannot hide a nonlinear term."""
+    out = {}
+    for name, spec in equation.specs.items():
+        if spec.fixed:
+            continue
+        value = torch.as_tensor(getattr(equation, name), dtype=dtype).detach()
+        t = torch.distributions.transform_to(spec.constraint)
+        u = t.inv(value)
+        u = torch.where(torch.isfinite(u), u, torch.zeros_like(u))
+        out[name] = t(u + torch.randn(u.shape, generator=generator, dtype=dtype))
+    return out
+
+
+def is_linear(equation, points, names, trials=3, seed=0, rtol=1e-8):
+    r"""Whether the residual :math:`\psi[f]` is affine in :math:`f` and its derivatives:
+    :math:`\psi[f] = b + \sum_\alpha J_\alpha\, \partial^\alpha f` with :math:`b` and
+    :math:`J_\alpha` independent of :math:`f`.
+
+    ``psi`` is linearised at ``trials`` independent random jets (standard normal values,
+    and ten times larger, at each point) for the equation's current parameters and for
+    ``trials`` random draws of its learned parameters; it is linear when every expansion has
+    the same coefficients and offset (to ``rtol``). Decided once per equation and point set,
+    never from the zero function alone.
+
+    :param points: ``(m, d)`` points in user units (a few suffice; more catch terms that
+        switch on only in part of the domain).
+    :returns: bool.
+    """
+    points = points.detach()
+    g = torch.Generator().manual_seed(seed)
+    dtype, m = points.dtype, points.shape[0]
+    # the derivatives psi reads (probed at the zero jet and at a random one)
+    _, _, _, requested = _expand(equation, {}, points, names, {})
+    indices = sorted(requested | {()}, key=lambda i: (len(i), i))
+    settings = [{}] + [_random_parameters(equation, g, dtype) for _ in range(trials)]
+    for values in settings:
+        ref = None
+        for k in range(trials + 1):
+            scale = 10.0 if k % 2 else 1.0
+            jet = {i: scale * torch.randn(m, generator=g, dtype=dtype) for i in indices}
+            coefficients, _, offset, more = _expand(equation, jet, points, names, values)
+            if more - requested:               # psi reads other derivatives at other f
+                return False
+            got = {i: c.detach() for i, c in coefficients.items()}
+            got["offset"] = offset.detach()
+            if ref is None:
+                ref = got
+                continue
+            for key in set(ref) | set(got):
+                a = ref.get(key, torch.zeros(m, dtype=dtype))
+                b = got.get(key, torch.zeros(m, dtype=dtype))
+                size = max(float(a.abs().max()), float(b.abs().max()), 1.0)
+                tol = rtol * size * (100.0 if key == "offset" else 1.0)
+                if not bool(torch.isfinite(a).all() and torch.isfinite(b).all()):
+                    return False
+                if float((a - b).abs().max()) > tol:
+                    return False
+    return True

@@ -1,0 +1,67 @@
+"""What the benchmarks share: JSON-lines records (appended and flushed one fit at a time,
+so an interrupted run keeps what it finished), the commit and thread count they ran with,
+seed ranges, medians."""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+__all__ = ["append", "commit", "median", "read_records", "seeds", "threads"]
+
+
+def read_records(path):
+    """Every record of a JSON-lines file (a truncated last line is skipped with a note)."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as fh:
+        for i, line in enumerate(fh, 1):
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    print(f"{path}:{i}: skipping a truncated line", file=sys.stderr)
+    return out
+
+
+def append(fh, record):
+    """Write one record and flush it."""
+    fh.write(json.dumps(record) + "\n")
+    fh.flush()
+
+
+def commit():
+    """The repository's commit (with ``+`` when tracked files have changes), or ``None``."""
+    try:
+        root = os.path.dirname(os.path.abspath(__file__))
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, text=True, capture_output=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def threads():
+    """The number of torch threads this process uses."""
+    import torch
+    return torch.get_num_threads()
+
+
+def seeds(text):
+    """``"0-39"`` or ``"1,4,7"`` as a list of ints."""
+    if "-" in text:
+        a, b = text.split("-")
+        return list(range(int(a), int(b) + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def median(xs):
+    """The median of the finite numbers in ``xs`` (NaN when there are none)."""
+    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return statistics.median(xs) if xs else float("nan")
