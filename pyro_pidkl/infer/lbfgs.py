@@ -183,6 +183,9 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     bar = tqdm(disable=not progress, desc=f"{type(model).__name__} (L-BFGS)", leave=False,
                dynamic_ncols=True)
     pyro.clear_param_store()
+    prepare = getattr(model, "prepare_fit", None)
+    if prepare is not None:
+        prepare()                            # starting values from the data alone
     subset = getattr(model, "fit_collocation", None)
     many = subset is not None and hasattr(model, "collocation_subset")
     try:

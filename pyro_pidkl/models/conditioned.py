@@ -48,11 +48,13 @@ stored linearisation point in local variables and never writes it;
 """
 
 import contextlib
+import itertools
 import math
 import warnings
 
 import pyro
 import torch
+from pyro.contrib.gp.kernels import RBF
 from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
@@ -115,13 +117,19 @@ class PhysicsConditionedGP(ExactGP):
     :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
         :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
     :param float residual_noise: :math:`\tau`, the residual variance relative to the prior
-        variance of :math:`\mathcal{L} f` at each collocation point (default ``1e-8``: the
-        equation holds to a 0.01% residual standard deviation).
+        variance of :math:`\mathcal{L} f` at each collocation point (default ``1e-6``: the
+        equation holds to 0.1% of that standard deviation; much tighter and learned
+        coefficients absorb the discretisation error, their intervals too narrow).
     :param bool learn_residual_noise: learn :math:`\tau` (above ``residual_noise_floor``).
     :param float source_variance: initial :math:`s_g^2` of the ``"gp"`` source (relative).
     :param source_prior: optional ``pyro.distributions`` prior on :math:`s_g^2` (a MAP
         estimate).
-    :param source_inputs: inputs of the source kernel: ``"equation"`` (default) or names.
+    :param source_inputs: the inputs the ``"gp"`` source depends on: names, ``"equation"``
+        (every input the equation differentiates), or ``"auto"`` (the default: each
+        non-empty subset of those is tried, one start of the fit each, and the best
+        objective kept). A source over every input can absorb the dynamics (any residual
+        is some source): a heat source that depends on position only, modelled over
+        position and time, left the diffusivity 3.4 times off.
     :param str objective: ``"auto"`` (default: ``"conditional"`` when the equation has
         unknown coefficients, else ``"joint"``), ``"conditional"`` (:math:`\log p(y \mid
         v)`) or ``"joint"`` (:math:`\log p(v, y)`).
@@ -160,9 +168,9 @@ class PhysicsConditionedGP(ExactGP):
     guide_is_prior = True
 
     def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=None,
-                 design="sobol", domain=None, source="zero", residual_noise=1e-8,
+                 design="sobol", domain=None, source="zero", residual_noise=1e-6,
                  learn_residual_noise=False, residual_noise_floor=1e-12, source_variance=0.1,
-                 source_prior=None, source_inputs="equation", objective="auto",
+                 source_prior=None, source_inputs="auto", objective="auto",
                  newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
                  noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
                  fit_collocation=600, **kwargs):
@@ -190,9 +198,18 @@ class PhysicsConditionedGP(ExactGP):
         self._residual_noise(residual_noise, learn_residual_noise, residual_noise_floor)
         self.source_kind, self.source_fn = self._source(source)
         self.source_prior = source_prior
+        self.source_candidates = [None]
         if self.source_kind == "gp":
-            cols = source_columns(source_inputs, self.equation, self.input_names)
+            auto = source_inputs == "auto"
+            cols = source_columns("equation" if auto else source_inputs, self.equation,
+                                  self.input_names)
             self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
+            # which of the source kernel's inputs it uses (1) or is constant along (0); with
+            # "auto" every non-empty subset is one start of the fit, the best objective kept
+            self.register_buffer("source_mask", torch.ones(self.input_dim, dtype=self.X.dtype))
+            if auto:
+                self.source_candidates = [c for k in range(len(cols), 0, -1)
+                                          for c in itertools.combinations(cols, k)]
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
         learned = [n for n, spec in equation.specs.items() if not spec.fixed]
@@ -271,11 +288,61 @@ class PhysicsConditionedGP(ExactGP):
             return Z.to(self.X)
         return collocation_points(self.domain, collocation, design, seed).to(self.X)
 
+    @property
+    def default_restarts(self):
+        """Further starts of :func:`~pyro_pidkl.infer.fit`: one for each other candidate set
+        of source inputs (``source_inputs="auto"``), else none."""
+        return len(self.source_candidates) - 1
+
+    def restart(self, r):
+        """Start ``r`` of a fit: the source depends on the inputs of candidate ``r``."""
+        cols = self.source_candidates[r]
+        if cols is not None:
+            mask = torch.zeros_like(self.source_mask)
+            mask[list(cols)] = 1.0
+            with torch.no_grad():
+                self.source_mask.copy_(mask)
+
+    def source_inputs(self):
+        """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""
+        if self.source_kind != "gp":
+            return ()
+        active = list(self.source_kernel.active_dims)
+        return tuple(self.input_names[j] for j in active if float(self.source_mask[j]) > 0)
+
+    def prepare_fit(self):
+        r"""Starting values from the data alone, set once before a fit
+        (:func:`~pyro_pidkl.infer.fit` calls it; :func:`~pyro_pidkl.gp.data_fit.fit_data_only`):
+        the SE kernel's lengthscales from an SE-ARD GP on the data, and, when the noise is
+        learned by default (``learn_noise=None``), whether it is at all: data that the
+        data-only GP interpolates with a noise under 0.1% of the signal (boundary values of
+        a PDE) are taken as exact, the noise held at its floor. A learned noise would
+        otherwise take the physics' discretisation error for noise and give up the
+        boundary values with it."""
+        from ..gp.data_fit import fit_data_only
+        c = self.prior_mean()
+        found = fit_data_only(self.X_s, (self.y_s - c).detach(), self.noise_floor)
+        if found is None:
+            return None
+        kern = self.kernel
+        if isinstance(kern, RBF) and list(kern.active_dims) == list(range(self.input_dim)):
+            low = math.exp(self.parameter_bounds()[kern.lengthscale_unconstrained][0])
+            with torch.no_grad():
+                kern.lengthscale = found.lengthscale.clamp(min=1.01 * low).to(self.X)
+        if self._noise_auto and "noise" in self._pyro_params:
+            if found.exact:
+                self._hold_noise(False, self.noise_floor, self.noise_floor)
+            else:
+                with torch.no_grad():
+                    self.noise = torch.tensor(max(found.noise_ratio, 1e-6), dtype=self.X.dtype)
+        return found
+
     def _hold_noise(self, learn, noise, floor):
         """With ``learn_noise=None``, fewer than ten data cannot tell noise from signal (one
         initial value, two end values: the marginal likelihood takes whatever the physics
         does not fit exactly, discretisation error included, for noise): the data are then
         taken as exact, the noise held at its floor. ``False`` holds it at ``noise``."""
+        self._noise_auto = learn is None
         if learn is None:
             learn = self.X.shape[0] >= 10
             noise = floor if noise is None else noise
@@ -352,7 +419,7 @@ class PhysicsConditionedGP(ExactGP):
         prior_var = K_LL.diagonal()
         K_vv = K_LL + torch.diag(self.residual_noise * prior_var)
         if self.source_kind == "gp":
-            K_vv = K_vv + prior_var.mean() * self.source_kernel(self.Z_s)
+            K_vv = K_vv + prior_var.mean() * self.source_kernel(self.Z_s * self.source_mask)
         # the noise variance is relative to the signal variance (both scale with the profile)
         K_yy = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
             N, dtype=K_LL.dtype, device=K_LL.device)
@@ -623,9 +690,16 @@ class PhysicsConditionedGP(ExactGP):
         prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
         var = joint.variance(cross, prior, full_cov) * self._scale(joint)
         # the coefficients' Laplace uncertainty: the spread of the mean between sigma points
-        for plus, minus in self._sigma_points():
-            half = 0.5 * (plus.mean(self._cross(plus, U)) - minus.mean(self._cross(minus, U)))
-            var = var + (half[:, None] * half[None, :] if full_cov else half.pow(2))
+        points = self._sigma_points()
+        if points:
+            names, theta, eta = self._laplace_parameters(True)
+            for pair in points:
+                means = []
+                for values, at in pair:
+                    with self._parameters_at(theta + eta, values):
+                        means.append(at.mean(self._cross(at, U)))
+                half = 0.5 * (means[0] - means[1])
+                var = var + (half[:, None] * half[None, :] if full_cov else half.pow(2))
         return mean, var
 
     def _objective(self, joint):
@@ -727,9 +801,10 @@ class PhysicsConditionedGP(ExactGP):
     def _sigma_points(self):
         r"""Gauss-Newton solutions at the coefficients moved by :math:`\pm` one Laplace
         standard deviation along each principal direction of their marginal, the GP's own
-        parameters moved with them by their regression on the coefficients: ``[(joint+,
-        joint-), ...]`` (cached with the state). Empty without learned coefficients or
-        with ``parameter_uncertainty=False``."""
+        parameters moved with them by their regression on the coefficients: ``[((values+,
+        joint+), (values-, joint-)), ...]`` with ``values`` the unconstrained parameters of
+        that point (cached with the state). Empty without learned coefficients, before a
+        fit, or with ``parameter_uncertainty=False``."""
         key = self._state_key()
         cached = getattr(self, "_sigma_cache", None)
         if cached is not None and cached[0] == key:
@@ -738,8 +813,21 @@ class PhysicsConditionedGP(ExactGP):
         names, theta, eta = self._laplace_parameters(True)
         if names and self.parameter_uncertainty and bool(self.fitted):
             points = self._compute_sigma_points(theta + eta, sum(t.numel() for t in theta))
-        self._sigma_cache = (self._state_key(), points)
+        self._sigma_cache = (key, points)
         return points
+
+    @contextlib.contextmanager
+    def _parameters_at(self, params, values):
+        """The unconstrained ``params`` set to ``values`` inside the block (their storage
+        swapped, so that the state key is the same again on leaving it)."""
+        saved = [q.data for q in params]
+        try:
+            for q, v in zip(params, values):
+                q.data = v
+            yield
+        finally:
+            for q, v in zip(params, saved):
+                q.data = v
 
     def _compute_sigma_points(self, params, p):
         _, _, _, cov = self.laplace(True)
@@ -756,23 +844,17 @@ class PhysicsConditionedGP(ExactGP):
         # a move delta_theta = sqrt(lam) v of the coefficients, and of everything by
         # regression: delta = C[:, theta] C_tt^-1 delta_theta = C[:, theta] v / sqrt(lam)
         moves = [cov[:, :p] @ V[:, k] / lam[k].sqrt() for k in range(p) if keep[k]]
-        saved = [q.detach().clone() for q in params]
         sizes = [q.numel() for q in params]
         out = []
-        try:
-            for move in moves:
-                pair = []
-                for sign in (1.0, -1.0):
-                    with torch.no_grad():
-                        for q, q0, dq in zip(params, saved, torch.split(sign * move, sizes)):
-                            q.copy_(q0 + dq.reshape(q0.shape))
-                    joint, _, gn = self._gauss_newton(self.f0)
-                    pair.append(joint)
-                out.append(tuple(pair))
-        finally:
-            with torch.no_grad():
-                for q, q0 in zip(params, saved):
-                    q.copy_(q0)
+        for move in moves:
+            pair = []
+            for sign in (1.0, -1.0):
+                values = [(q.detach() + dq.reshape(q.shape)).clone()
+                          for q, dq in zip(params, torch.split(sign * move, sizes))]
+                with self._parameters_at(params, values):
+                    joint = self._gauss_newton(self.f0)[0]
+                pair.append((values, joint))
+            out.append(tuple(pair))
         return out
 
 def _laplace_covariance(H, n_theta, flat=1e-7):

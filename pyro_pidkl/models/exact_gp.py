@@ -42,6 +42,16 @@ class ExactGP(GPModel):
         return (type(self).guide is ExactGP.guide
                 and (self.physics is None or self.physics.equation_guide is None))
 
+    @property
+    def deterministic(self):
+        """Whether the objective has no sampled site and only a few scalar parameters (no
+        physics term, no feature network): :func:`~pyro_pidkl.infer.fit` then maximises
+        the marginal likelihood with L-BFGS-B, as GPyTorch's and BoTorch's exact GPs are
+        fitted; a deep kernel's network keeps Adam."""
+        return (self.physics is None and type(self).guide is ExactGP.guide
+                and not any("iwarping_fn" in name or "feature" in name
+                            for name, _ in self.named_parameters()))
+
     def posterior(self):
         """The :class:`~pyro_pidkl.gp.posterior.GPPosterior` at the current parameters
         (one Cholesky of ``K + sigma^2 I``)."""

@@ -106,7 +106,8 @@ def _fit_command(args, parser):
         model = build_model(method, experiment, data.X_train, data.y_train,
                             data.input_names, gamma=args.gamma, m=args.m)
         result = fit(model, num_steps=steps, lr=lr, num_particles=args.particles,
-                     progress=not args.quiet)
+                     progress=not args.quiet,
+                     method="auto" if method.startswith("pcgp") else "adam")
         mean, var_y = model(data.X_test, noiseless=False)
         scores = predictive_scores(mean, var_y, data.y_test)
         row = {"experiment": experiment.name, "method": method, "seed": args.seed,
