@@ -220,11 +220,12 @@ def test_homogeneous_boundary_values_in_floating_point():
 def test_the_design_seed_does_not_decide_the_answer():
     """A linear 2-D extrapolation with boundary conditions (a manufactured advection-diffusion
     problem, coefficients learned from half the truth) with three Sobol designs: the same
-    answer to 20%, the coefficients to 5% of the truth."""
+    answer to 20%, the same coefficients to 5% of their value, each within 10% of the
+    truth."""
     p = manufactured_problem(33)
     assert p.kind == "parabolic2" and p.linear
     data = p.extrapolation_data(seed=33)
-    rmses = []
+    rmses, estimates = [], []
     for seed in range(3):
         model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(learn=True),
                                         input_names=p.input_names, domain=pk.Box(**p.domain),
@@ -232,9 +233,12 @@ def test_the_design_seed_does_not_decide_the_answer():
         pk.fit(model, progress=False)
         mean, _ = model(torch.as_tensor(data.X_test))
         rmses.append(pk.rmse(mean, torch.as_tensor(data.f_test)))
-        est = model.equation_parameters()
-        assert all(abs(est[k] - p.truth[k]) / p.truth[k] < 0.05 for k in p.learned), est
+        estimates.append(model.equation_parameters())
     assert max(rmses) < 1.2 * min(rmses), rmses
+    for k in p.learned:
+        values = [e[k] for e in estimates]
+        assert max(values) - min(values) < 0.05 * p.truth[k], (k, values)
+        assert all(abs(v - p.truth[k]) < 0.1 * p.truth[k] for v in values), (k, values)
 
 
 # -- the generator ------------------------------------------------------------------------
@@ -289,19 +293,19 @@ def test_an_unknown_source_gets_its_inputs_chosen_on_the_training_data():
         return (w + torch.sin(pi * x) * torch.exp(-alpha * pi ** 2 * t)
                 + 0.5 * torch.sin(2 * pi * x) * torch.exp(-4 * alpha * pi ** 2 * t))
     g = torch.Generator().manual_seed(0)
-    X = torch.rand(60, 2, generator=g, dtype=D) * torch.tensor([1.0, 0.4], dtype=D)
-    tb = torch.linspace(0, 2, 10, dtype=D)
-    X = torch.cat([X, torch.stack([torch.zeros(10, dtype=D), tb], 1),
-                   torch.stack([torch.ones(10, dtype=D), tb], 1)])
+    X = torch.rand(80, 2, generator=g, dtype=D) * torch.tensor([1.0, 0.4], dtype=D)
+    tb = torch.linspace(0, 2, 12, dtype=D)
+    X = torch.cat([X, torch.stack([torch.zeros(12, dtype=D), tb], 1),
+                   torch.stack([torch.ones(12, dtype=D), tb], 1)])
     y = u(X) + 0.02 * torch.randn(X.shape[0], generator=g, dtype=D)
-    grid = torch.cartesian_prod(torch.linspace(0, 1, 20, dtype=D),
-                                torch.linspace(0.4, 2, 20, dtype=D))
+    grid = torch.cartesian_prod(torch.linspace(0, 1, 30, dtype=D),
+                                torch.linspace(0.4, 2, 30, dtype=D))
     rmse = {}
     for inputs in ("auto", "equation"):
         eq = Equation(lambda f, x, alpha: f.d("t") - alpha * f.d("x", "x"), inputs=("x", "t"),
                       alpha=Parameter(0.05))
         model = pk.PhysicsConditionedGP(X, y, eq, input_names=("x", "t"), source="gp",
-                                        domain=pk.Box(x=(0, 1), t=(0, 2)), collocation=200,
+                                        domain=pk.Box(x=(0, 1), t=(0, 2)),
                                         source_inputs=inputs)
         result = pk.fit(model, progress=False)
         rmse[inputs] = pk.rmse(model(grid)[0], u(grid))

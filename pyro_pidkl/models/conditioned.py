@@ -311,30 +311,22 @@ class PhysicsConditionedGP(ExactGP):
         return tuple(self.input_names[j] for j in active if float(self.source_mask[j]) > 0)
 
     def prepare_fit(self):
-        r"""Starting values from the data alone, set once before a fit
-        (:func:`~pyro_pidkl.infer.fit` calls it; :func:`~pyro_pidkl.gp.data_fit.fit_data_only`):
-        the SE kernel's lengthscales from an SE-ARD GP on the data, and, when the noise is
-        learned by default (``learn_noise=None``), whether it is at all: data that the
-        data-only GP interpolates with a noise under 0.1% of the signal (boundary values of
-        a PDE) are taken as exact, the noise held at its floor. A learned noise would
-        otherwise take the physics' discretisation error for noise and give up the
-        boundary values with it."""
-        from ..gp.data_fit import fit_data_only
-        c = self.prior_mean()
-        found = fit_data_only(self.X_s, (self.y_s - c).detach(), self.noise_floor)
-        if found is None:
+        r"""Decide, once before a fit (:func:`~pyro_pidkl.infer.fit` calls it), whether a
+        noise learned by default (``learn_noise=None``) is learned at all: data that an
+        SE-ARD GP on the data alone interpolates with a noise under 0.1% of the signal
+        (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`; the boundary values of a PDE) are
+        taken as exact, the noise held at its floor. Learned, it would take the physics'
+        discretisation error for noise and give up the boundary values with it.
+
+        :returns: the data-only fit (a :class:`~pyro_pidkl.gp.data_fit.DataFit`) or
+            ``None``."""
+        if not (self._noise_auto and "noise" in self._pyro_params):
             return None
-        kern = self.kernel
-        if isinstance(kern, RBF) and list(kern.active_dims) == list(range(self.input_dim)):
-            low = math.exp(self.parameter_bounds()[kern.lengthscale_unconstrained][0])
-            with torch.no_grad():
-                kern.lengthscale = found.lengthscale.clamp(min=1.01 * low).to(self.X)
-        if self._noise_auto and "noise" in self._pyro_params:
-            if found.exact:
-                self._hold_noise(False, self.noise_floor, self.noise_floor)
-            else:
-                with torch.no_grad():
-                    self.noise = torch.tensor(max(found.noise_ratio, 1e-6), dtype=self.X.dtype)
+        from ..gp.data_fit import fit_data_only
+        found = fit_data_only(self.X_s, (self.y_s - self.prior_mean()).detach(),
+                              self.noise_floor)
+        if found is not None and found.exact:
+            self._hold_noise(False, self.noise_floor, self.noise_floor)
         return found
 
     def _hold_noise(self, learn, noise, floor):
