@@ -8,7 +8,9 @@ interpolation split (training points over the whole domain) and an extrapolation
 
 The rule, fixed before the benchmark ran (nothing is tuned per problem or on test numbers):
 
-* every method at its documented defaults, trained by ``pk.fit(num_steps=1000, lr=0.01)``;
+* every method at its documented defaults, trained by ``pk.fit(num_steps=1000, lr=0.01)``
+  (which fits the deterministic objectives, ``pcgp`` and ``skl``, by L-BFGS-B with at most
+  that many iterations, and the others by that many Adam steps);
 * the models with physics get the problem's whole domain (``Box``) and its equation with
   the unknown coefficients started at half the truth; the source is ``"gp"`` where the
   problem's source is unknown (``ode1_source``), else ``"zero"`` (the equation as written,
@@ -31,10 +33,12 @@ import json
 import math
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import time
 import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import records  # noqa: E402
 
 METHODS = ("skl", "dkl", "pidkl", "pcgp", "lfm")
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results",
@@ -69,11 +73,12 @@ def run_one(job):
     problem = pk.datasets.problem(name)
     data = problem.sample(split, seed)
     rec = {"task": name, "split": split, "method": method, "seed": seed, "steps": steps,
-           "commit": commit}
+           "commit": commit, "threads": torch.get_num_threads()}
     try:
         t0 = time.perf_counter()
         model = build(method, problem, data)
         pk.fit(model, num_steps=steps, lr=0.01, seed=seed, progress=False)
+        rec["optimiser"] = "lbfgs" if getattr(model, "deterministic", False) else "adam"
         rec["fit_s"] = round(time.perf_counter() - t0, 2)
         mean, var = model(data.X_test, noiseless=False)
         f = torch.as_tensor(data.f_test)
@@ -103,26 +108,11 @@ def _key(rec):
     return (rec["task"], rec["split"], rec["method"], rec["seed"])
 
 
-def read_records(path):
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path) as fh:
-        for i, line in enumerate(fh, 1):
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    print(f"{path}:{i}: skipping a truncated line", file=sys.stderr)
-    return out
-
-
 def jobs_for(args):
     import pyro_pidkl as pk
     names = list(pk.datasets.PROBLEMS) if args.problems == "all" else args.problems.split(",")
-    seeds = _seeds(args.seeds)
-    commit = _commit()
+    seeds = records.seeds(args.seeds)
+    commit = records.commit()
     out = []
     for name in names:
         problem = pk.datasets.problem(name)
@@ -135,29 +125,8 @@ def jobs_for(args):
     return out
 
 
-def _commit():
-    """The repository's commit (with ``+`` when the tree has changes), or ``None``."""
-    import subprocess
-    try:
-        root = os.path.dirname(os.path.abspath(__file__))
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, text=True, capture_output=True).stdout.strip()
-        return head + ("+" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def _seeds(text):
-    if "-" in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def run(args):
-    done = {_key(r) for r in read_records(args.out) if "error" not in r and
+    done = {_key(r) for r in records.read_records(args.out) if "error" not in r and
             r.get("steps") == args.steps} if not args.force else set()
     todo = [j for j in jobs_for(args) if j[:4] not in done]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -167,29 +136,23 @@ def run(args):
     ctx = mp.get_context("spawn")
     with open(args.out, "a") as fh, ctx.Pool(args.jobs) as pool:
         for i, rec in enumerate(pool.imap_unordered(run_one, todo), 1):
-            fh.write(json.dumps(rec) + "\n")
-            fh.flush()
+            records.append(fh, rec)
             msg = rec.get("error") or f"rmse {rec['rmse']:.4g} cov {rec['coverage95']:.2f} " \
                                       f"{rec['fit_s']:.0f}s"
             print(f"[{i}/{len(todo)}] {rec['task']} {rec['split']} {rec['method']} "
                   f"seed {rec['seed']}: {msg}", flush=True)
 
 
-def _median(xs):
-    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
-    return statistics.median(xs) if xs else float("nan")
-
-
-def latest(records):
+def latest(recs):
     """The last record of each (task, split, method, seed): a rerun replaces earlier ones."""
     out = {}
-    for r in records:
+    for r in recs:
         out[_key(r)] = r
     return list(out.values())
 
 
 def summary(path, steps=1000):
-    recs = latest([r for r in read_records(path) if r.get("steps") == steps])
+    recs = latest([r for r in records.read_records(path) if r.get("steps") == steps])
     errors = [r for r in recs if "error" in r]
     recs = [r for r in recs if "error" not in r]
     tasks = sorted({r["task"] for r in recs}, key=lambda t: list(_problem_names()).index(t))
@@ -208,8 +171,8 @@ def summary(path, steps=1000):
                 if not rs:
                     row.append("-")
                     continue
-                med[m] = _median([r["rmse"] for r in rs])
-                row.append(f"{med[m]:.3g} ({_median([r['coverage95'] for r in rs]):.2f})")
+                med[m] = records.median([r["rmse"] for r in rs])
+                row.append(f"{med[m]:.3g} ({records.median([r['coverage95'] for r in rs]):.2f})")
             base = min(med.get("skl", math.inf), med.get("dkl", math.inf))
             ratio = med.get("pcgp", math.nan) / base if base < math.inf else math.nan
             lines.append(f"| {t} | " + " | ".join(row) + f" | {ratio:.2f} |")
@@ -223,8 +186,8 @@ def summary(path, steps=1000):
                 continue
             from pyro_pidkl.datasets import problem
             truth = problem(t).truth
-            est = {k: _median([r["params"][k] for r in rs]) for k in rs[0]["params"]}
-            err = _median([e for r in rs for e in r["param_rel_error"].values()])
+            est = {k: records.median([r["params"][k] for r in rs]) for k in rs[0]["params"]}
+            err = records.median([e for r in rs for e in r["param_rel_error"].values()])
             cov = sum(c for r in rs for c in r["interval_covers"].values())
             tot = sum(len(r["interval_covers"]) for r in rs)
             lines.append(f"| {t} | {split} | " + ", ".join(f"{k} {v:.4g}" for k, v in est.items())
@@ -248,7 +211,7 @@ def _targets(cell, tasks):
     out = []
     ratios, wins, worse_dkl = [], 0, []
     for t in tasks:
-        med = {m: _median([r["rmse"] for r in cell.get((t, "extrapolation", m), [])])
+        med = {m: records.median([r["rmse"] for r in cell.get((t, "extrapolation", m), [])])
                for m in ("skl", "dkl", "pcgp")}
         base = min(med["skl"], med["dkl"])
         ratio = med["pcgp"] / base
@@ -258,27 +221,27 @@ def _targets(cell, tasks):
             worse_dkl.append(t)
     n = len(tasks)
     out.append(f"- extrapolation: pcgp beats the better of DKL and SKL on {wins}/{n} tasks "
-               f"({wins / max(n, 1):.0%}; target 80%), median ratio {_median(ratios):.3f} "
+               f"({wins / max(n, 1):.0%}; target 80%), median ratio {records.median(ratios):.3f} "
                f"(target <= 0.5); worse than DKL by >10% on: {worse_dkl or 'none'}")
     errs = [e for (t, s, m), rs in cell.items() if m == "pcgp"
             for r in rs for e in r.get("param_rel_error", {}).values()]
     cov = [c for (t, s, m), rs in cell.items() if m == "pcgp"
            for r in rs for c in r.get("interval_covers", {}).values()]
-    out.append(f"- coefficients: median relative error {_median(errs):.3f} over "
+    out.append(f"- coefficients: median relative error {records.median(errs):.3f} over "
                f"{len(errs)} estimates (target <= 0.10); 90% interval covers the truth in "
                f"{sum(cov)}/{len(cov)}")
     for split in ("extrapolation", "interpolation"):
-        covs = [_median([r["coverage95"] for r in cell.get((t, split, "pcgp"), [])])
+        covs = [records.median([r["coverage95"] for r in cell.get((t, split, "pcgp"), [])])
                 for t in tasks]
-        crps_wins = sum(_median([r["crps"] for r in cell.get((t, split, "pcgp"), [])])
-                        < _median([r["crps"] for r in cell.get((t, split, "skl"), [])])
+        crps_wins = sum(records.median([r["crps"] for r in cell.get((t, split, "pcgp"), [])])
+                        < records.median([r["crps"] for r in cell.get((t, split, "skl"), [])])
                         for t in tasks)
-        out.append(f"- {split}: median over tasks of pcgp's 95% coverage {_median(covs):.2f} "
+        out.append(f"- {split}: median over tasks of pcgp's 95% coverage {records.median(covs):.2f} "
                    f"(target [0.85, 0.99]); CRPS better than SKL's on {crps_wins}/{len(tasks)}"
                    f" (target 80%)")
     fits = [r["fit_s"] for (t, s, m), rs in cell.items() if m == "pcgp" for r in rs]
     if fits:
-        out.append(f"- pcgp fit time: median {_median(fits):.1f} s, max {max(fits):.1f} s "
+        out.append(f"- pcgp fit time: median {records.median(fits):.1f} s, max {max(fits):.1f} s "
                    f"(1000 steps, one thread, 2 fits sharing 2 cores)")
     return out
 

@@ -257,6 +257,38 @@ def summary(path):
     return "\n".join(lines)
 
 
+def by_kind(path):
+    """One row per kind of principal part (the README's table): problems, median solver
+    error at each M, median extrapolation RMSE ratio to the better baseline, median 95%
+    coverage of the truth, median coefficient error."""
+    ok = {k: r for k, r in latest(records.read_records(path)).items() if "error" not in r}
+    kinds = {}
+    for (s, mode, method, M), r in ok.items():
+        kinds.setdefault(r["kind"], set()).add(s)
+    med = records.median
+    lines = ["| kind | problems | solver rel. L2, M = 100 / 400 / 1600 | extrapolation RMSE / "
+             "best of SKL, DKL | 95% coverage | coefficient error |",
+             "|---|---|---|---|---|---|"]
+    order = ["ode1", "ode2", "elliptic2", "elliptic3", "parabolic2", "parabolic3",
+             "advection_diffusion", "wave"]
+    for kind in sorted(kinds, key=lambda k: order.index(k) if k in order else 99):
+        probs = sorted(kinds[kind])
+        solver = [med([ok[(s, "solver", "pcgp", M)]["rel_l2"] for s in probs
+                       if (s, "solver", "pcgp", M) in ok]) for M in COLLOCATION]
+        ratios, covs, coefs = [], [], []
+        for s in probs:
+            ex = {m: ok.get((s, "extrapolation", m, None)) for m in ("pcgp",) + BASELINES}
+            if all(ex.values()):
+                ratios.append(ex["pcgp"]["rmse_far"] / min(ex[m]["rmse_far"] for m in BASELINES))
+            if ex["pcgp"]:
+                covs.append(ex["pcgp"]["coverage95_far"])
+                coefs += list(ex["pcgp"]["param_rel_error"].values())
+        lines.append(f"| {kind} | {len(probs)} | " + " / ".join(_fmt(e, ".1e") for e in solver)
+                     + f" | {_fmt(med(ratios), '.3f')} | {_fmt(med(covs))} | "
+                     f"{_fmt(med(coefs), '.1%')} |")
+    return "\n".join(lines)
+
+
 def _share(flags):
     return f"{sum(flags)}/{len(flags)}" if flags else "-"
 
@@ -296,9 +328,13 @@ def main(argv=None):
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--force", action="store_true", help="redo fits already recorded")
     p.add_argument("--summary", action="store_true", help="print the tables and exit")
+    p.add_argument("--by-kind", action="store_true", help="print the table by kind and exit")
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"expected --jobs >= 1; got {args.jobs}")
+    if args.by_kind:
+        print(by_kind(args.out))
+        return
     if not args.summary:
         run(args)
     print(summary(args.out))

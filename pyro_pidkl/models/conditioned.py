@@ -69,6 +69,7 @@ from ..kernels.features import MLP
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
+from ..infer.laplace import coefficient_intervals, laplace, parameters_at, sigma_points
 from ..physics.collocation import collocation_points, maximin_subset
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
@@ -650,6 +651,17 @@ class PhysicsConditionedGP(ExactGP):
         raise TypeError("PhysicsConditionedGP's posterior is conditioned on the equation as "
                         "well as the data: use model(X) or model.conditional(), not posterior()")
 
+    @own_parameters
+    def posterior_mean(self, Xnew):
+        r"""The posterior mean of :math:`f` at ``Xnew`` ``(P, d)`` in the user's units,
+        without the variance (whose :math:`O((N + M)^2 P)` triangular solve dominates a
+        prediction at as many points as the collocation set): ``(P,)``."""
+        Xnew = self._check_new_inputs(Xnew)
+        with torch.no_grad():
+            joint = self.conditional()
+            U = self.standardizer.x_to_model(Xnew)
+            return self.standardizer.f_to_user(joint.mean(self._cross(joint, U)) + joint.c)
+
     def _signal_variance(self):
         """The kernel's variance parameter (standardised units); every covariance is
         relative to it and the fit profiles it out (:meth:`signal_variance`)."""
@@ -688,7 +700,7 @@ class PhysicsConditionedGP(ExactGP):
             for pair in points:
                 means = []
                 for values, at in pair:
-                    with self._parameters_at(theta + eta, values):
+                    with parameters_at(theta + eta, values):
                         means.append(at.mean(self._cross(at, U)))
                 half = 0.5 * (means[0] - means[1])
                 var = var + (half[:, None] * half[None, :] if full_cov else half.pow(2))
@@ -719,8 +731,9 @@ class PhysicsConditionedGP(ExactGP):
 
     # -- Laplace: coefficient intervals and their effect on predictions -----------------
     def _laplace_parameters(self, nuisance=True):
-        """``(theta, eta)``: the unconstrained learned coefficients and the GP's own scalar
-        parameters (kernel variance and lengthscales, noise, source; not a feature net)."""
+        """``(names, theta, eta)``: the learned coefficients' names, their unconstrained
+        tensors, and the GP's own scalar parameters (kernel lengthscales, noise, source;
+        not a feature net, not the profiled kernel variance)."""
         names = [n for n, spec in self.equation.specs.items() if not spec.fixed]
         theta = [getattr(self.equation, n + "_unconstrained") for n in names]
         kern = getattr(self.kernel, "kern", self.kernel)
@@ -730,154 +743,37 @@ class PhysicsConditionedGP(ExactGP):
                and p.requires_grad and p is not profiled]
         return names, theta, eta
 
+    def _laplace_loss(self):
+        """The negative objective at the converged linearisation, twice differentiable."""
+        _, f0, _ = self.solve()
+        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
+
     @own_parameters
     def laplace(self, nuisance=True):
-        r"""The Laplace approximation of the learned coefficients :math:`\theta`
-        (unconstrained) and, with ``nuisance``, the GP's scalar parameters :math:`\eta`:
-        the negative objective expanded to second order at the estimates and the converged
-        linearisation.
+        r"""The Laplace approximation of the learned coefficients :math:`\theta` and, with
+        ``nuisance``, the GP's scalar parameters :math:`\eta`
+        (:func:`~pyro_pidkl.infer.laplace.laplace`).
 
-        :returns: ``(names, sizes, H, cov)``: the coefficients' names and sizes, the Hessian
-            ``(p, p)`` over :math:`[\theta; \eta]` and the covariance
-            (:func:`_laplace_covariance`).
-        """
-        names, theta, eta = self._laplace_parameters(nuisance)
-        params = theta + eta
-        _, f0, _ = self.solve()
-        with torch.enable_grad():
-            loss = -self._objective(self.joint(*self.linearise(f0), closed_form=False))
-            grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-            flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
-                              for g, p in zip(grads, params)])
-            rows = []
-            for i in range(flat.numel()):
-                row = (torch.autograd.grad(flat[i], params, retain_graph=True,
-                                           allow_unused=True)
-                       if flat[i].requires_grad else [None] * len(params))
-                rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
-                                       for r, p in zip(row, params)]))
-        H = torch.stack(rows).detach()
-        H = 0.5 * (H + H.T)
-        n_theta = sum(t.numel() for t in theta)
-        return names, [t.numel() for t in theta], H, _laplace_covariance(H, n_theta)
+        :returns: ``(names, sizes, H, cov)``."""
+        return laplace(self, nuisance)
 
     @own_parameters
     def coefficient_intervals(self, prob=0.9, nuisance=True):
-        r"""Laplace intervals for the learned equation coefficients (:meth:`laplace`: the
-        marginal of :math:`\theta`, the GP's scalar parameters integrated out with
-        ``nuisance=True``).
+        r"""Laplace intervals for the learned equation coefficients
+        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`).
 
-        :returns: ``{name: {"value", "lower", "upper", "sd"}}``: the central ``prob``
-            interval, mapped from the unconstrained space, and ``sd`` (the delta method's
-            standard deviation of the value), both in the coefficient's own units.
-        """
-        names, sizes, _, cov = self.laplace(nuisance)
-        if not names:
-            return {}
-        _, theta, _ = self._laplace_parameters(False)
-        sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
-        z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
-        out, k = {}, 0
-        for n, t_raw, size in zip(names, theta, sizes):
-            t = torch.distributions.transform_to(self.equation.specs[n].constraint)
-            th, s = t_raw.detach().reshape(-1), sd[k:k + size]
-            lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
-            slope = torch.func.vmap(torch.func.grad(lambda u: t(u).sum()))(th)
-            out[n] = {"value": _tolist(t(th), size),
-                      "lower": _tolist(torch.minimum(lo, hi), size),
-                      "upper": _tolist(torch.maximum(lo, hi), size),
-                      "sd": _tolist(slope.abs() * s, size)}
-            k += size
-        return out
+        :returns: ``{name: {"value", "lower", "upper", "sd"}}``."""
+        return coefficient_intervals(self, prob, nuisance)
 
     def _sigma_points(self):
-        r"""Gauss-Newton solutions at the coefficients moved by :math:`\pm` one Laplace
-        standard deviation along each principal direction of their marginal, the GP's own
-        parameters moved with them by their regression on the coefficients: ``[((values+,
-        joint+), (values-, joint-)), ...]`` with ``values`` the unconstrained parameters of
-        that point (cached with the state). Empty without learned coefficients, before a
-        fit, or with ``parameter_uncertainty=False``."""
+        """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
+        before a fit or with ``parameter_uncertainty=False``."""
         key = self._state_key()
         cached = getattr(self, "_sigma_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
         points = []
-        names, theta, eta = self._laplace_parameters(True)
-        if names and self.parameter_uncertainty and bool(self.fitted):
-            points = self._compute_sigma_points(theta + eta, sum(t.numel() for t in theta))
+        if self.parameter_uncertainty and bool(self.fitted):
+            points = sigma_points(self)
         self._sigma_cache = (key, points)
         return points
-
-    @contextlib.contextmanager
-    def _parameters_at(self, params, values):
-        """The unconstrained ``params`` set to ``values`` inside the block (their storage
-        swapped, so that the state key is the same again on leaving it)."""
-        saved = [q.data for q in params]
-        try:
-            for q, v in zip(params, values):
-                q.data = v
-            yield
-        finally:
-            for q, v in zip(params, saved):
-                q.data = v
-
-    def _compute_sigma_points(self, params, p):
-        _, _, _, cov = self.laplace(True)
-        C_tt = cov[:p, :p]
-        if not bool(torch.isfinite(C_tt).all()):
-            warnings.warn("A learned coefficient is not identified by the data and the "
-                          "equation (infinite Laplace interval): the predictive variance "
-                          "leaves its uncertainty out", ConvergenceWarning, stacklevel=3)
-            return []
-        finite = torch.isfinite(cov).all(1)
-        cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
-        lam, V = torch.linalg.eigh(0.5 * (C_tt + C_tt.T))
-        keep = lam > 1e-14 * lam.abs().max().clamp(min=1e-300)
-        # a move delta_theta = sqrt(lam) v of the coefficients, and of everything by
-        # regression: delta = C[:, theta] C_tt^-1 delta_theta = C[:, theta] v / sqrt(lam)
-        moves = [cov[:, :p] @ V[:, k] / lam[k].sqrt() for k in range(p) if keep[k]]
-        sizes = [q.numel() for q in params]
-        out = []
-        for move in moves:
-            pair = []
-            for sign in (1.0, -1.0):
-                values = [(q.detach() + dq.reshape(q.shape)).clone()
-                          for q, dq in zip(params, torch.split(sign * move, sizes))]
-                with self._parameters_at(params, values):
-                    joint = self._gauss_newton(self.f0)[0]
-                pair.append((values, joint))
-            out.append(tuple(pair))
-        return out
-
-def _laplace_covariance(H, n_theta, flat=1e-7):
-    r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
-    :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
-
-    A nuisance parameter whose curvature is below ``flat`` times the largest is not
-    identified by the objective (a noise ratio that the profiled scale absorbs, a
-    parameter at its floor): it is held at its value, not integrated over, so it cannot
-    blur the coefficients. Of the rest, a direction of zero or negative curvature makes
-    every coefficient with a loading above ``1e-3`` on it unidentified (``inf``)."""
-    p = H.shape[0]
-    size = H.abs().max().clamp(min=1e-300)
-    keep = torch.ones(p, dtype=torch.bool)
-    keep[n_theta:] = H.diagonal()[n_theta:] > flat * size
-    cov = torch.zeros_like(H)
-    Hk = H[keep][:, keep]
-    evals, evecs = torch.linalg.eigh(Hk)
-    bad = evals <= flat * size
-    inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
-    Ck = (evecs * inv) @ evecs.T
-    if bad.any():
-        loose = (evecs[:, bad].abs() > 1e-3).any(1)
-        Ck[loose, :] = 0.0
-        Ck[:, loose] = 0.0
-        Ck[loose, loose] = math.inf
-    idx = keep.nonzero().flatten()
-    cov[idx[:, None], idx[None, :]] = Ck
-    return cov
-
-
-def _tolist(t, size):
-    t = t.detach().cpu()
-    return t.item() if size == 1 and t.dim() <= 1 else t.tolist()

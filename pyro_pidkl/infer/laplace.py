@@ -1,0 +1,165 @@
+r"""Laplace: the learned coefficients' uncertainty, as intervals and in predictions.
+
+At the estimates :math:`\hat\theta` (the equation's unconstrained coefficients) and
+:math:`\hat\eta` (the GP's own scalar parameters), the negative objective is expanded to
+second order, :math:`H` its Hessian over :math:`[\theta; \eta]` (by double backward through
+a twice-differentiable path), and :math:`C = H^{-1}` on the identified directions. Intervals
+of a coefficient come from its marginal :math:`C_{\theta\theta}`, mapped through its
+constraint. Predictions carry them by sigma points: the coefficients moved by
+:math:`\pm\sqrt{\lambda_k} v_k` along each principal direction of :math:`C_{\theta\theta}`,
+the GP's parameters moved with them by their regression
+:math:`C_{\eta\theta} C_{\theta\theta}^{-1}`; the predictive variance adds
+:math:`\sum_k \big((\mu_k^+ - \mu_k^-)/2\big)^2`, the spread of the posterior means at
+those points (exact for a mean linear in :math:`\theta`).
+
+A model provides ``_laplace_parameters(nuisance) -> (names, theta, eta)``,
+``_laplace_loss()`` (the negative objective, twice differentiable) and, for sigma points,
+``_gauss_newton(f0) -> (joint, ...)`` and ``f0``.
+"""
+
+import contextlib
+import math
+import warnings
+
+import torch
+
+__all__ = ["coefficient_intervals", "laplace", "laplace_covariance", "parameters_at",
+           "sigma_points"]
+
+
+def laplace_covariance(H, n_theta, flat=1e-7):
+    r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
+    :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
+
+    A nuisance parameter whose curvature is below ``flat`` times the largest is not
+    identified by the objective (a noise ratio that the profiled scale absorbs, a
+    parameter at its floor): it is held at its value, not integrated over, so it cannot
+    blur the coefficients. Of the rest, a direction of zero or negative curvature makes
+    every coefficient with a loading above ``1e-3`` on it unidentified (``inf``)."""
+    p = H.shape[0]
+    size = H.abs().max().clamp(min=1e-300)
+    keep = torch.ones(p, dtype=torch.bool)
+    keep[n_theta:] = H.diagonal()[n_theta:] > flat * size
+    cov = torch.zeros_like(H)
+    evals, evecs = torch.linalg.eigh(H[keep][:, keep])
+    bad = evals <= flat * size
+    inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
+    Ck = (evecs * inv) @ evecs.T
+    if bad.any():
+        loose = (evecs[:, bad].abs() > 1e-3).any(1)
+        Ck[loose, :] = 0.0
+        Ck[:, loose] = 0.0
+        Ck[loose, loose] = math.inf
+    idx = keep.nonzero().flatten()
+    cov[idx[:, None], idx[None, :]] = Ck
+    return cov
+
+
+def laplace(model, nuisance=True):
+    r"""The Hessian of the model's negative objective over :math:`[\theta; \eta]` (only
+    :math:`\theta` without ``nuisance``) and its :func:`laplace_covariance`.
+
+    :returns: ``(names, sizes, H, cov)``: the coefficients' names and sizes, ``H`` and
+        ``cov`` ``(p, p)``.
+    """
+    names, theta, eta = model._laplace_parameters(nuisance)
+    params = theta + eta
+    with torch.enable_grad():
+        loss = model._laplace_loss()
+        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                          for g, p in zip(grads, params)])
+        rows = []
+        for i in range(flat.numel()):
+            row = (torch.autograd.grad(flat[i], params, retain_graph=True, allow_unused=True)
+                   if flat[i].requires_grad else [None] * len(params))
+            rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
+                                   for r, p in zip(row, params)]))
+    H = torch.stack(rows).detach()
+    H = 0.5 * (H + H.T)
+    sizes = [t.numel() for t in theta]
+    return names, sizes, H, laplace_covariance(H, sum(sizes))
+
+
+def _tolist(t, size):
+    t = t.detach().cpu()
+    return t.item() if size == 1 and t.dim() <= 1 else t.tolist()
+
+
+def coefficient_intervals(model, prob=0.9, nuisance=True):
+    r"""Central ``prob`` intervals of the learned coefficients from the marginal
+    :math:`C_{\theta\theta}` (the GP's scalar parameters integrated out with
+    ``nuisance=True``), mapped from the unconstrained space through each coefficient's
+    constraint.
+
+    :returns: ``{name: {"value", "lower", "upper", "sd"}}``, ``sd`` the delta method's
+        standard deviation of the value, all in the coefficient's own units.
+    """
+    names, sizes, _, cov = laplace(model, nuisance)
+    if not names:
+        return {}
+    _, theta, _ = model._laplace_parameters(False)
+    sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
+    z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
+    out, k = {}, 0
+    for n, t_raw, size in zip(names, theta, sizes):
+        t = torch.distributions.transform_to(model.equation.specs[n].constraint)
+        th, s = t_raw.detach().reshape(-1), sd[k:k + size]
+        lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
+        slope = torch.func.vmap(torch.func.grad(lambda u: t(u).sum()))(th)
+        out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
+                  "upper": _tolist(torch.maximum(lo, hi), size),
+                  "sd": _tolist(slope.abs() * s, size)}
+        k += size
+    return out
+
+
+@contextlib.contextmanager
+def parameters_at(params, values):
+    """The tensors ``params`` hold ``values`` inside the block: their storage is swapped, not
+    written, so that a state key of versions and storage is the same again on leaving."""
+    saved = [q.data for q in params]
+    try:
+        for q, v in zip(params, values):
+            q.data = v
+        yield
+    finally:
+        for q, v in zip(params, saved):
+            q.data = v
+
+
+def sigma_points(model):
+    r"""The model's Gauss-Newton solutions at the sigma points (module docstring):
+    ``[((values+, joint+), (values-, joint-)), ...]``, ``values`` the unconstrained
+    :math:`[\theta; \eta]` of the point. Empty without learned coefficients; a coefficient
+    that is not identified (an infinite interval) leaves them out, with a warning."""
+    from ..models.conditioned import ConvergenceWarning
+    names, theta, eta = model._laplace_parameters(True)
+    if not names:
+        return []
+    params, p = theta + eta, sum(t.numel() for t in theta)
+    _, _, _, cov = laplace(model, True)
+    C_tt = cov[:p, :p]
+    if not bool(torch.isfinite(C_tt).all()):
+        warnings.warn("A learned coefficient is not identified by the data and the equation "
+                      "(infinite Laplace interval): the predictive variance leaves its "
+                      "uncertainty out", ConvergenceWarning, stacklevel=3)
+        return []
+    finite = torch.isfinite(cov).all(1)
+    cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
+    lam, V = torch.linalg.eigh(0.5 * (C_tt + C_tt.T))
+    keep = lam > 1e-14 * lam.abs().max().clamp(min=1e-300)
+    # a move delta_theta = sqrt(lam) v of the coefficients, and of everything by
+    # regression: delta = C[:, theta] C_tt^-1 delta_theta = C[:, theta] v / sqrt(lam)
+    moves = [cov[:, :p] @ V[:, k] / lam[k].sqrt() for k in range(p) if keep[k]]
+    sizes = [q.numel() for q in params]
+    out = []
+    for move in moves:
+        pair = []
+        for sign in (1.0, -1.0):
+            values = [(q.detach() + dq.reshape(q.shape)).clone()
+                      for q, dq in zip(params, torch.split(sign * move, sizes))]
+            with parameters_at(params, values):
+                pair.append((values, model._gauss_newton(model.f0)[0]))
+        out.append(tuple(pair))
+    return out
