@@ -8,7 +8,9 @@ of a coefficient come from its marginal :math:`C_{\theta\theta}`, mapped through
 constraint. Predictions carry them by sigma points: the coefficients moved by
 :math:`\pm\sqrt{\lambda_k} v_k` along each principal direction of :math:`C_{\theta\theta}`,
 the GP's parameters moved with them by their regression
-:math:`C_{\eta\theta} C_{\theta\theta}^{-1}`; the predictive variance adds
+:math:`C_{\eta\theta} C_{\theta\theta}^{-1}` (here each unconstrained coefficient
+carries a weak normal prior, :data:`PRIOR_SD`, so that one the data leave free widens the
+prediction instead of being left out); the predictive variance adds
 :math:`\sum_k \big((\mu_k^+ - \mu_k^-)/2\big)^2`, the spread of the posterior means at
 those points (exact for a mean linear in :math:`\theta`).
 
@@ -23,23 +25,34 @@ import warnings
 
 import torch
 
-__all__ = ["coefficient_intervals", "laplace", "laplace_covariance", "parameters_at",
-           "sigma_points"]
+__all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance",
+           "parameters_at", "sigma_points"]
+
+#: the standard deviation of the weak normal prior on each unconstrained coefficient that
+#: sigma points carry: a coefficient the data leave free moves by a factor e either way (of
+#: a positive one), not by an infinite amount or not at all
+PRIOR_SD = 1.0
 
 
-def laplace_covariance(H, n_theta, flat=1e-7):
+def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None):
     r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
     :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
 
     A nuisance parameter whose curvature is below ``flat`` times the largest is not
     identified by the objective (a noise ratio that the profiled scale absorbs, a
     parameter at its floor): it is held at its value, not integrated over, so it cannot
-    blur the coefficients. Of the rest, a direction of zero or negative curvature makes
-    every coefficient with a loading above ``1e-3`` on it unidentified (``inf``)."""
+    blur the coefficients. With ``prior_sd``, each unconstrained coefficient carries a
+    normal prior of that standard deviation about its estimate (its precision added to
+    ``H``), which bounds a coefficient the data leave free. Of the rest, a direction of
+    zero or negative curvature makes every coefficient with a loading above ``1e-3`` on it
+    unidentified (``inf``)."""
     p = H.shape[0]
     size = H.abs().max().clamp(min=1e-300)
     keep = torch.ones(p, dtype=torch.bool)
     keep[n_theta:] = H.diagonal()[n_theta:] > flat * size
+    H = H.clone()
+    if prior_sd is not None:
+        H[range(n_theta), range(n_theta)] += 1.0 / prior_sd ** 2
     cov = torch.zeros_like(H)
     evals, evecs = torch.linalg.eigh(H[keep][:, keep])
     bad = evals <= flat * size
@@ -55,9 +68,10 @@ def laplace_covariance(H, n_theta, flat=1e-7):
     return cov
 
 
-def laplace(model, nuisance=True):
+def laplace(model, nuisance=True, prior_sd=None):
     r"""The Hessian of the model's negative objective over :math:`[\theta; \eta]` (only
-    :math:`\theta` without ``nuisance``) and its :func:`laplace_covariance`.
+    :math:`\theta` without ``nuisance``) and its :func:`laplace_covariance` (with
+    ``prior_sd``).
 
     :returns: ``(names, sizes, H, cov)``: the coefficients' names and sizes, ``H`` and
         ``cov`` ``(p, p)``.
@@ -78,7 +92,7 @@ def laplace(model, nuisance=True):
     H = torch.stack(rows).detach()
     H = 0.5 * (H + H.T)
     sizes = [t.numel() for t in theta]
-    return names, sizes, H, laplace_covariance(H, sum(sizes))
+    return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
 
 
 def _tolist(t, size):
@@ -86,18 +100,20 @@ def _tolist(t, size):
     return t.item() if size == 1 and t.dim() <= 1 else t.tolist()
 
 
-def coefficient_intervals(model, prob=0.9, nuisance=True):
+def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
     r"""Central ``prob`` intervals of the learned coefficients from the marginal
     :math:`C_{\theta\theta}` (the GP's scalar parameters integrated out with
     ``nuisance=True``), mapped from the unconstrained space through each coefficient's
-    constraint.
+    constraint; with ``prior_sd`` under the weak prior of :func:`laplace_covariance`.
 
-    :returns: ``{name: {"value", "lower", "upper", "sd"}}``, ``sd`` the delta method's
-        standard deviation of the value, all in the coefficient's own units.
+    :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``, ``sd`` the
+        delta method's standard deviation of the value, all in the coefficient's own units;
+        ``identified`` whether the data alone give the coefficient a finite interval.
     """
-    names, sizes, _, cov = laplace(model, nuisance)
+    names, sizes, H, cov = laplace(model, nuisance, prior_sd=prior_sd)
     if not names:
         return {}
+    free = ~torch.isfinite(laplace_covariance(H, sum(sizes)).diagonal()[:sum(sizes)])
     _, theta, _ = model._laplace_parameters(False)
     sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
     z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
@@ -109,7 +125,8 @@ def coefficient_intervals(model, prob=0.9, nuisance=True):
         slope = torch.func.vmap(torch.func.grad(lambda u: t(u).sum()))(th)
         out[n] = {"value": _tolist(t(th), size), "lower": _tolist(torch.minimum(lo, hi), size),
                   "upper": _tolist(torch.maximum(lo, hi), size),
-                  "sd": _tolist(slope.abs() * s, size)}
+                  "sd": _tolist(slope.abs() * s, size),
+                  "identified": bool(not free[k:k + size].any())}
         k += size
     return out
 
@@ -138,11 +155,11 @@ def sigma_points(model):
     if not names:
         return []
     params, p = theta + eta, sum(t.numel() for t in theta)
-    _, _, _, cov = laplace(model, True)
+    _, _, _, cov = laplace(model, True, prior_sd=PRIOR_SD)
     C_tt = cov[:p, :p]
     if not bool(torch.isfinite(C_tt).all()):
-        warnings.warn("A learned coefficient is not identified by the data and the equation "
-                      "(infinite Laplace interval): the predictive variance leaves its "
+        warnings.warn("A learned coefficient is not identified by the data and the equation, "
+                      "even under the weak prior: the predictive variance leaves its "
                       "uncertainty out", ConvergenceWarning, stacklevel=3)
         return []
     finite = torch.isfinite(cov).all(1)

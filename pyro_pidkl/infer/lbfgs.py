@@ -168,12 +168,8 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     outer_max = positive_int(outer_max, "outer_max")
     if not tol > 0:
         raise ValueError(f"Expected tol > 0; got {tol!r}")
-    if restarts is None:
-        restarts = getattr(model, "default_restarts", 0)
-    restarts = positive_int(restarts, "restarts", minimum=0)
-    if restarts and not hasattr(model, "restart"):
-        raise TypeError(f"Expected a model with a restart(r) method for restarts; "
-                        f"{type(model).__name__} has none")
+    if restarts is not None:
+        restarts = positive_int(restarts, "restarts", minimum=0)
     if seed is not None:
         pyro.set_rng_seed(seed)
     elbo = default_elbo(model)
@@ -186,6 +182,11 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     prepare = getattr(model, "prepare_fit", None)
     if prepare is not None:
         prepare()                            # starting values from the data alone
+    if restarts is None:
+        restarts = getattr(model, "default_restarts", 0)
+    if restarts and not hasattr(model, "restart"):
+        raise TypeError(f"Expected a model with a restart(r) method for restarts; "
+                        f"{type(model).__name__} has none")
     subset = getattr(model, "fit_collocation", None)
     many = subset is not None and hasattr(model, "collocation_subset")
     try:

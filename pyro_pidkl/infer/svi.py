@@ -142,6 +142,10 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
     """
     if method not in ("auto", "adam", "lbfgs"):
         raise ValueError(f"Expected method to be 'auto', 'adam' or 'lbfgs'; got {method!r}")
+    num_steps = positive_int(num_steps, "num_steps", minimum=0)
+    if not (lr > 0):
+        raise ValueError(f"Expected lr > 0; got {lr}")
+    num_particles = positive_int(num_particles, "num_particles")
     if method == "auto":
         plain = (optimizer is None and loss is None and guide is None and num_particles == 1
                  and callback is None and lr_final is None)
@@ -151,12 +155,8 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         if not getattr(model, "deterministic", False):
             raise ValueError(f"Expected a model with a deterministic objective for L-BFGS; "
                              f"{type(model).__name__} samples sites (use method='adam')")
-        return fit_lbfgs(model, max_iter=max(1, positive_int(num_steps, "num_steps", 0)),
-                         tol=tol, restarts=restarts, seed=seed, progress=progress)
-    num_steps = positive_int(num_steps, "num_steps", minimum=0)
-    if not (lr > 0):
-        raise ValueError(f"Expected lr > 0; got {lr}")
-    num_particles = positive_int(num_particles, "num_particles")
+        return fit_lbfgs(model, max_iter=max(1, num_steps), tol=tol, restarts=restarts,
+                         seed=seed, progress=progress)
     if seed is not None:
         pyro.set_rng_seed(seed)
     pyro.clear_param_store()

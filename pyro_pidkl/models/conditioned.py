@@ -500,8 +500,8 @@ class PhysicsConditionedGP(ExactGP):
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
-        ``(joint, f0, GaussNewtonResult)`` with ``joint`` the linearisation at the returned
-        ``f0`` (its mean jet equals ``f0`` to the tolerance).
+        ``(joint, f0, GaussNewtonResult)`` with ``f0`` the posterior mean's jet of ``joint``,
+        which is linearised at a point within the tolerance of it.
 
         Each step moves the linearisation point towards the posterior mean of the
         equation linearised there, :math:`f_0 + \lambda (f_{new} - f_0)`, with the largest
@@ -549,8 +549,10 @@ class PhysicsConditionedGP(ExactGP):
                     break
                 f0, merit = candidate, value
                 if change <= self.newton_tol:
-                    return (self.joint(*self.linearise(f0), operators=ops), f0,
-                            GaussNewtonResult(it, True, change))
+                    # the joint of this step: linearised within the tolerance of the
+                    # returned point, whose jet is its posterior mean (one factorisation
+                    # fewer than linearising again)
+                    return joint, f0, GaussNewtonResult(it, True, change)
             return joint, f0, GaussNewtonResult(it, False, change)
 
     def parameter_bounds(self):
@@ -760,9 +762,11 @@ class PhysicsConditionedGP(ExactGP):
     @own_parameters
     def coefficient_intervals(self, prob=0.9, nuisance=True):
         r"""Laplace intervals for the learned equation coefficients
-        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`).
+        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`): what the data and the
+        equation say, ``[0, inf]`` (with ``identified`` False) for a coefficient they leave
+        free.
 
-        :returns: ``{name: {"value", "lower", "upper", "sd"}}``."""
+        :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         return coefficient_intervals(self, prob, nuisance)
 
     def _sigma_points(self):
