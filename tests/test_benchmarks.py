@@ -52,3 +52,44 @@ def test_speed_alternatives_fused_adam_reports_the_difference():
     assert row["case"] == "fused-adam" and row["max_loss_rel_diff"] < 1e-8
     assert row["adam_step_ms_foreach"] > 0 and row["adam_step_ms_fused"] > 0
     assert isinstance(row["params_apart"], dict)
+
+
+def _load(name):
+    import sys
+    sys.path.insert(0, str(_PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, _PATH.parent / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(_PATH.parent))
+    return module
+
+
+def test_the_verification_suite_records_a_solver_and_an_extrapolation_fit():
+    verification = _load("verification")
+    rec = verification.run_one((15, "solver", "pcgp", 50, None))
+    assert "error" not in rec and rec["kind"] == "ode1" and rec["threads"] == 1
+    assert rec["rel_l2"] < 1e-3 and rec["linear_detected"] == rec["linear"] is False
+    rec = verification.run_one((15, "extrapolation", "skl", None, None))
+    assert "error" not in rec and rec["pure"] and rec["rmse_far"] > 0
+
+
+def test_the_solver_benchmark_uses_the_peers_points_and_an_exact_burgers_solution():
+    import numpy as np
+    solver_speed = _load("solver_speed")
+    interior, boundary = solver_speed.peer_grid(0.05)
+    assert interior.shape == (361, 2) and boundary.shape == (80, 2)
+    x = np.linspace(-1, 1, 41)
+    u0 = solver_speed.burgers_truth(x, np.zeros_like(x))
+    assert np.allclose(u0, -np.sin(np.pi * x))
+    u = solver_speed.burgers_truth(x, np.full_like(x, 0.5))
+    assert np.allclose(u, -u[::-1], atol=1e-12) and abs(u[0]) < 1e-12   # odd, u(-1) = 0
+    # one step of the equation by finite differences: u_t + u u_x - 0.02 u_xx ~ 0
+    h, t = 1e-3, 0.3
+    xs = np.linspace(-0.9, 0.9, 7)
+    f = lambda x, t: solver_speed.burgers_truth(x, np.full_like(x, t))   # noqa: E731
+    ut = (f(xs, t + h) - f(xs, t - h)) / (2 * h)
+    ux = (f(xs + h, t) - f(xs - h, t)) / (2 * h)
+    uxx = (f(xs + h, t) - 2 * f(xs, t) + f(xs - h, t)) / h ** 2
+    assert np.abs(ut + f(xs, t) * ux - 0.02 * uxx).max() < 1e-3
