@@ -159,8 +159,9 @@ class PhysicsConditionedGP(ExactGP):
         at the learned parameters); ``None``: always all.
     Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
 
-    Sites of :meth:`model`: the ``data`` factor :math:`\log p(y \mid v)` and, with the
-    joint objective, the ``equation`` factor :math:`\log p(v)`.
+    Sites of :meth:`model`: the ``data`` factor, :math:`\log p(y \mid v)` (or
+    :math:`\log p(v, y)` with the joint objective), profiled over the kernel's variance
+    (plus the source amplitude's log prior with ``source_prior``).
     """
 
     #: the objective has no sampled site: a deterministic, second-order fit applies
@@ -432,15 +433,9 @@ class PhysicsConditionedGP(ExactGP):
         w, b = self.linearise(self.f0)
         # [v; y] ~ N(0, A): v = L f(Z) + e_r observed at g(Z) - b(Z), y = f(X) + e
         joint = self.joint(w, b)
-        # both maximised over the kernel's variance (every covariance is relative to it)
-        if self.objective == "conditional":
-            # log p(y | v): the data under the GP conditioned on the equation
-            pyro.factor("data", joint.log_prob_data_given_virtual(profile=True))
-        else:
-            # log p(v, y): data and collocation points (no coefficient could shrink v)
-            pyro.factor("data_and_equation", joint.log_prob(profile=True))
-        if self.source_kind == "gp" and self.source_prior is not None:
-            pyro.factor("source_prior", self.source_prior.log_prob(self.source_kernel.variance))
+        # log p(y | v), the data under the GP conditioned on the equation (log p(v, y) when
+        # no coefficient is learned), maximised over the kernel's variance
+        pyro.factor("data", self._objective(joint))
         return joint
 
     @pyro_method
@@ -709,6 +704,9 @@ class PhysicsConditionedGP(ExactGP):
         return mean, var
 
     def _objective(self, joint):
+        r"""The fit's objective at ``joint``: :math:`\log p(y \mid v)` (``"conditional"``) or
+        :math:`\log p(v, y)` (``"joint"``), each maximised over the kernel's variance, plus
+        the source amplitude's log prior (``source_prior``)."""
         if self.objective == "conditional":
             value = joint.log_prob_data_given_virtual(profile=True)
         else:
