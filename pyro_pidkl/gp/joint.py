@@ -43,13 +43,16 @@ from ..errors import NonFiniteError, NotPositiveDefiniteError
 __all__ = ["JointGaussian", "equilibrated_cholesky"]
 
 
-def equilibrated_cholesky(A, jitter=1e-12, max_jitter=1e-4, what="joint covariance"):
+def equilibrated_cholesky(A, jitter=1e-12, max_jitter=1e-4, what="joint covariance",
+                          overwrite=False):
     r"""Cholesky factor of :math:`S + jI`, :math:`S = D^{-1/2} A D^{-1/2}`.
 
     Tries :math:`j = 0`, then ``jitter``, ten times larger each time, up to ``max_jitter``
     (relative to each row's variance, since :math:`S` has a unit diagonal).
 
     :param torch.Tensor A: ``(n, n)`` symmetric positive semi-definite (not differentiated).
+    :param bool overwrite: equilibrate ``A`` in place (it is no longer needed: one matrix
+        fewer at ten thousand points).
     :returns: ``(d, L, j)``: ``d`` :math:`= \sqrt{\operatorname{diag} A}` ``(n,)``, ``L``
         ``(n, n)`` lower triangular, ``j`` the jitter used (a float).
     :raises NonFiniteError: ``A`` holds NaN or inf.
@@ -65,7 +68,7 @@ def equilibrated_cholesky(A, jitter=1e-12, max_jitter=1e-4, what="joint covarian
             f"The {what} ({tuple(A.shape)}) has a zero or negative variance on its diagonal "
             f"(smallest {float(diag.min()):.3g}): an observation the kernel cannot see")
     d = diag.sqrt()
-    S = A / d[:, None] / d[None, :]
+    S = A.div_(d[:, None]).div_(d[None, :]) if overwrite else A / d[:, None] / d[None, :]
     L, info = torch.linalg.cholesky_ex(S)
     j = 0.0
     if not bool(info) and bool(torch.isfinite(L.diagonal()).all()):
@@ -141,6 +144,9 @@ class JointGaussian:
     :param float max_jitter: largest relative jitter.
     :param bool closed_form: closed-form gradients (training); ``False``: plain autograd
         through the factorisation (any order, slower).
+
+    Built while gradients are not recorded (Gauss-Newton, predictions), ``A`` is
+    equilibrated in place and not kept: the densities then come from the factor alone.
     """
 
     def __init__(self, A, obs, M, jitter=1e-12, max_jitter=1e-4, closed_form=True):
@@ -148,11 +154,13 @@ class JointGaussian:
         if A.shape != (n, n) or obs.shape != (n,) or not 0 <= M <= n:
             raise ValueError(f"Expected A (n, n), obs (n,) and 0 <= M <= n; got A "
                              f"{tuple(A.shape)}, obs {tuple(obs.shape)}, M = {M}")
-        self.A, self.obs, self.M, self.N = A, obs, M, n - M
+        self.obs, self.M, self.N = obs, M, n - M
         self.closed_form = closed_form
+        keep = torch.is_grad_enabled() and A.requires_grad
+        self.A = A if keep else None
         self.d, self.L, self.jitter = equilibrated_cholesky(
             A, jitter, max_jitter, what=f"{n} x {n} joint covariance of {M} virtual "
-            f"observations and {n - M} data")
+            f"observations and {n - M} data", overwrite=not keep)
         self._alpha = None
 
     # -- densities ---------------------------------------------------------------------
@@ -168,11 +176,18 @@ class JointGaussian:
         """``(q_v, l_v, M, q_c, l_c, N)``: the quadratic forms and log-determinants of the
         virtual block and of the data given it (differentiable; cached per object)."""
         if getattr(self, "_cached_pieces", None) is None:
-            S, v = self._scaled(slice(None))
             M = self.M
-            if self.closed_form:
+            if self.A is None:                    # no gradients: the factor alone
+                v = self.obs.detach() / self.d
+                w = torch.linalg.solve_triangular(self.L, v[:, None], upper=False)[:, 0]
+                logdiag = self.L.diagonal().log()
+                qv, lv = w[:M].pow(2).sum(), 2 * logdiag[:M].sum()
+                qc, lc = w[M:].pow(2).sum(), 2 * logdiag[M:].sum()
+            elif self.closed_form:
+                S, v = self._scaled(slice(None))
                 qv, lv, qc, lc = _Whitened.apply(S, v, self.L, M)
             else:
+                S, v = self._scaled(slice(None))
                 L = torch.linalg.cholesky(S)
                 w = torch.linalg.solve_triangular(L, v[:, None], upper=False)[:, 0]
                 logdiag = L.diagonal().log()

@@ -141,6 +141,8 @@ class OperatorCovariance:
         wB = wA if symmetric else _weights(wB, self.UB.shape[0], self.UB)
         if not self.se:
             return _by_blocks(self.kernel, self.UA, wA, self.UB, wB)
+        if not torch.is_grad_enabled():
+            return self._accumulate(wA, wB, symmetric)
         total = None
         for key, terms in self._groups(wA, wB, symmetric).items():
             if len(terms) > 1:
@@ -153,6 +155,33 @@ class OperatorCovariance:
             total = term if total is None else total + term
         if total is None:
             return torch.zeros_like(self.K)
+        return total + total.T if symmetric else total
+
+    def _accumulate(self, wA, wB, symmetric):
+        """:meth:`__call__` without gradients: every term added in place to one matrix,
+        a weight that is the same at every point (a constant coefficient) as a scalar,
+        so that no weighted copy of a block is made (what dominates at ten thousand
+        points is memory traffic)."""
+        total = torch.zeros_like(self.K)
+        constant = {}
+
+        def scalar(w):
+            key = id(w)
+            if key not in constant:
+                constant[key] = float(w[0]) if bool((w == w[0]).all()) else None
+            return constant[key]
+        for key, terms in self._groups(wA, wB, symmetric).items():
+            B = self.block(key)
+            for coef, a, c in terms:
+                ca, cc = scalar(wA[a]), scalar(wB[c])
+                if ca is not None and cc is not None:
+                    total.add_(B, alpha=coef * ca * cc)
+                elif ca is not None:
+                    total.addcmul_(B, wB[c][None, :], value=coef * ca)
+                elif cc is not None:
+                    total.addcmul_(B, wA[a][:, None], value=coef * cc)
+                else:
+                    total.addcmul_(B * wA[a][:, None], wB[c][None, :], value=coef)
         return total + total.T if symmetric else total
 
     def matvec(self, wA, wB, v):

@@ -411,13 +411,27 @@ class PhysicsConditionedGP(ExactGP):
         K_LL = ZZ(w, w, symmetric=True)
         K_Lx = ZX(w, {(): 1.0})
         prior_var = K_LL.diagonal()
-        K_vv = K_LL + torch.diag(self.residual_noise * prior_var)
-        if self.source_kind == "gp":
-            K_vv = K_vv + prior_var.mean() * self.source_kernel(self.Z_s * self.source_mask)
+        residual = self.residual_noise * prior_var
+        source = (prior_var.mean() * self.source_kernel(self.Z_s * self.source_mask)
+                  if self.source_kind == "gp" else None)
         # the noise variance is relative to the signal variance (both scale with the profile)
-        K_yy = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
-            N, dtype=K_LL.dtype, device=K_LL.device)
-        A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
+        noise = self.noise * self._signal_variance()
+        if torch.is_grad_enabled():
+            K_vv = K_LL + torch.diag(residual) + (0.0 if source is None else source)
+            K_yy = self.kernel(self.X_s) + noise * torch.eye(N, dtype=K_LL.dtype,
+                                                             device=K_LL.device)
+            A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
+        else:                                     # in place: one (N + M)^2 matrix
+            A = K_LL.new_empty(M + N, M + N)
+            A[:M, :M] = K_LL
+            del K_LL
+            A[:M, :M].diagonal().add_(residual)
+            if source is not None:
+                A[:M, :M] += source
+            A[:M, M:] = K_Lx
+            A[M:, :M] = K_Lx.T
+            A[M:, M:] = self.kernel(self.X_s)
+            A[M:, M:].diagonal().add_(noise)
         c = self.prior_mean()
         mean_L = w[()] * c if () in w else torch.zeros_like(b)
         obs = torch.cat([self.source() - b - mean_L, self.y_s - c])
@@ -565,10 +579,11 @@ class PhysicsConditionedGP(ExactGP):
         return {kern.lengthscale_unconstrained: (math.log(low), None)}
 
     def _state_key(self):
-        """What identifies the model's state: each tensor's identity, version (in-place
-        updates) and storage (``.data`` replaced, as assigning a PyroParam does)."""
+        """What identifies the state a solution depends on: each tensor's identity, version
+        (in-place updates) and storage (``.data`` replaced, as assigning a PyroParam does);
+        not the ``fitted`` flag, which the solution does not read."""
         return tuple((id(t), t._version, t.data_ptr()) for t in
-                     [*self.parameters(), *self.buffers()])
+                     [*self.parameters(), *self.buffers()] if t is not self.fitted)
 
     @own_parameters
     def solve(self):
@@ -657,7 +672,14 @@ class PhysicsConditionedGP(ExactGP):
         with torch.no_grad():
             joint = self.conditional()
             U = self.standardizer.x_to_model(Xnew)
-            return self.standardizer.f_to_user(joint.mean(self._cross(joint, U)) + joint.c)
+            alpha, M = joint.weights(), self.Z_s.shape[0]
+            parts = []
+            for Uc in torch.split(U, 2048):        # memory bounded by 2048 rows at a time
+                UZ = OperatorCovariance(self.kernel, Uc, self.Z_s)
+                UX = OperatorCovariance(self.kernel, Uc, self.X_s)
+                parts.append(UZ.matvec({(): 1.0}, joint.w, alpha[:M])
+                             + UX.matvec({(): 1.0}, {(): 1.0}, alpha[M:]))
+            return self.standardizer.f_to_user(torch.cat(parts) + joint.c)
 
     def _signal_variance(self):
         """The kernel's variance parameter (standardised units); every covariance is
@@ -770,7 +792,7 @@ class PhysicsConditionedGP(ExactGP):
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
         before a fit or with ``parameter_uncertainty=False``."""
-        key = self._state_key()
+        key = (self._state_key(), bool(self.fitted))
         cached = getattr(self, "_sigma_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
