@@ -36,22 +36,25 @@ __all__ = ["OperatorCovariance", "hermite", "operator_cross"]
 
 
 def hermite(n, x):
-    r"""The probabilists' Hermite polynomial :math:`He_n(x)` for :math:`n \le 6`."""
+    r"""The probabilists' Hermite polynomial :math:`He_n(x)` for :math:`n \le 6` (in place on
+    a fresh product when gradients are not recorded)."""
     if n == 0:
         return torch.ones_like(x)
-    x2 = x * x
     if n == 1:
         return x
+    x2 = x * x
+    grad = torch.is_grad_enabled()
     if n == 2:
-        return x2 - 1
+        return x2 - 1 if grad else x2.sub_(1)
     if n == 3:
-        return x * (x2 - 3)
+        return x * (x2 - 3) if grad else x2.sub_(3).mul_(x)
     if n == 4:
-        return (x2 - 6) * x2 + 3
+        return (x2 - 6) * x2 + 3 if grad else (x2 - 6).mul_(x2).add_(3)
     if n == 5:
-        return x * ((x2 - 10) * x2 + 15)
+        return x * ((x2 - 10) * x2 + 15) if grad else (x2 - 10).mul_(x2).add_(15).mul_(x)
     if n == 6:
-        return ((x2 - 15) * x2 + 45) * x2 - 15
+        return (((x2 - 15) * x2 + 45) * x2 - 15 if grad
+                else (x2 - 15).mul_(x2).add_(45).mul_(x2).sub_(15))
     raise ValueError(f"Expected a Hermite order of at most 6; got {n}")
 
 
@@ -106,17 +109,22 @@ class OperatorCovariance:
 
     def block(self, key):
         r""":math:`k \circ \prod_j l_j^{-n_j} He_{n_j}(x_j)` for ``key`` ``((j, n_j), ...)``
-        (kept)."""
+        (kept). Without gradients it is built in place on a copy of the kernel matrix."""
         if key not in self._blocks:
-            poly, scale = None, 1.0
+            grad = torch.is_grad_enabled()
+            poly, scale = (None if grad else self.K.clone()), 1.0
             for j, nj in key:
                 if j not in self._x:
-                    self._x[j] = ((self.UA[:, j, None] - self.UB[None, :, j])
-                                  / self.ell[self.pos[j]])
+                    diff = self.UA[:, j, None] - self.UB[None, :, j]
+                    ell = self.ell[self.pos[j]]
+                    self._x[j] = diff / ell if grad else diff.div_(ell)
                 h = hermite(nj, self._x[j])
-                poly = h if poly is None else poly * h
+                poly = h if poly is None else (poly * h if grad else poly.mul_(h))
                 scale = scale * self.ell[self.pos[j]] ** (-nj)
-            self._blocks[key] = self.K if poly is None else self.K * (poly * scale)
+            if grad:
+                self._blocks[key] = self.K if poly is None else self.K * (poly * scale)
+            else:
+                self._blocks[key] = poly if not key else poly.mul_(scale)
         return self._blocks[key]
 
     def _groups(self, wA, wB, symmetric):
