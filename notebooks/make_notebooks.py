@@ -146,10 +146,11 @@ NOTEBOOKS = {
                "equation as data: the GP is conditioned jointly on `y` and on "
                "`psi[f](Z) = 0` at 200 collocation points over [0, 6] (the source is zero by "
                "default: the equation as written). Its coefficients maximise the data's "
-               "marginal likelihood under that conditioned prior, and `coefficient_intervals` "
-               "gives Laplace intervals."),
+               "marginal likelihood under that conditioned prior (`pk.fit` uses L-BFGS-B "
+               "for it: about a second), `coefficient_intervals` gives Laplace intervals, "
+               "and the predictive variance carries the coefficients' uncertainty."),
         ("code", "pc = pk.PhysicsConditionedGP(t, y, make_equation(), domain=pk.Box(t=(0.0, 6.0)))\n"
-                 "pk.fit(pc, num_steps=STEPS, lr=0.01, seed=0, progress=False)\n"
+                 "pk.fit(pc, seed=0, progress=False)\n"
                  "print('learned', pc.equation_parameters(), ' truth omega=2, zeta=0.3')\n"
                  "pc.coefficient_intervals(prob=0.9)"),
         ("code", "mean_pc, var_pc = pc(t_test)\n"

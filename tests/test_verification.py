@@ -281,10 +281,11 @@ def test_the_generator_is_a_fixed_function_of_the_seed():
 # -- 6. the inputs of an unknown source ---------------------------------------------------
 
 def test_an_unknown_source_gets_its_inputs_chosen_on_the_training_data():
-    """Heat with a source of position only (a steady part w(x) under decaying modes): a
-    source modelled over (x, t) absorbs the dynamics; source_inputs="auto" (the default)
-    fits each candidate set as one start and keeps the best objective, which is x alone,
-    and predicts better than the (x, t) source."""
+    """Heat with a source of position only (a steady part w(x) under decaying modes):
+    source_inputs="auto" (the default) fits each candidate set as starts of the fit and
+    keeps the best objective, which is x alone, and predicts no worse than a source over
+    (x, t). (Before the coefficient's restarts the (x, t) source also stalled in a worse
+    optimum, RMSE 0.14 against 0.07.)"""
     pi, alpha = math.pi, 0.1
 
     def u(X):
@@ -309,6 +310,6 @@ def test_an_unknown_source_gets_its_inputs_chosen_on_the_training_data():
                                         source_inputs=inputs)
         result = pk.fit(model, progress=False)
         rmse[inputs] = pk.rmse(model(grid)[0], u(grid))
-        if inputs == "auto":
-            assert len(result.starts) == 3 and model.source_inputs() == ("x",)
-    assert rmse["auto"] < 0.7 * rmse["equation"], rmse
+        if inputs == "auto":          # 3 candidate sets x 3 starts of the coefficient
+            assert len(result.starts) == 9 and model.source_inputs() == ("x",)
+    assert rmse["auto"] <= 1.05 * rmse["equation"], rmse

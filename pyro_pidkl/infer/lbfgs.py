@@ -99,7 +99,7 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
         for p in params:
             p.grad = None
         try:
-            value, _ = _objective(model, elbo)
+            value = elbo.differentiable_loss(model.model, model.guide)
             if not torch.isfinite(value):
                 raise NonFiniteError("the objective is NaN/inf")
             value.backward()
@@ -192,7 +192,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     try:
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
-        if best[2] is None:
+        if not math.isfinite(best[0]):
             raise FitDivergedError("The fit failed from every start", history=result.losses,
                                    step=len(result.losses))
         if many and model.Z.shape[0] > subset:
@@ -208,17 +208,22 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
 
 
 def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
-    """Every start from the model's state as it is; the model is left at the best. Returns
-    ``(loss, start, state)``."""
+    """Every start from the model's state as it is; the model is left at the best. With
+    several starts each is first run to a loose tolerance (``1e-4``, 10 iterations and two
+    Gauss-Newton alternations at most) and only the best is then run to ``tol``: a screen,
+    then a polish. Returns ``(loss, start, state)``."""
     start_state = copy.deepcopy(model.state_dict())
     best = (math.inf, None, None)
+    screen = restarts > 0
     for r in range(restarts + 1):
         if r:
             model.load_state_dict(start_state)
             model.restart(r)
         pyro.clear_param_store()
         try:
-            value = _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
+            value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
+                               max(tol, 1e-4) if screen else tol, 2 if screen else outer_max,
+                               bar, result)
         except FitDivergedError:
             if r == 0 and not restarts:
                 raise
@@ -228,6 +233,10 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
             best = (value, r, copy.deepcopy(model.state_dict()))
     if best[2] is not None:
         model.load_state_dict(best[2])
+        if screen:                                # polish the best start
+            pyro.clear_param_store()
+            value = _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
+            best = (value, best[1], None)
     return best
 
 

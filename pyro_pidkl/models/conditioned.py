@@ -69,7 +69,8 @@ from ..kernels.features import MLP
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
-from ..infer.laplace import coefficient_intervals, laplace, parameters_at, sigma_points
+from ..infer.laplace import (coefficient_intervals, laplace, laplace_covariance, parameters_at,
+                             sigma_points)
 from ..physics.collocation import collocation_points, maximin_subset
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
@@ -216,7 +217,12 @@ class PhysicsConditionedGP(ExactGP):
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
         learned = [n for n, spec in equation.specs.items() if not spec.fixed]
         if objective == "auto":
-            objective = "conditional" if learned else "joint"
+            # the joint density only where the virtual observations carry a known source:
+            # with learned coefficients it rewards shrinking the operator, and with no
+            # source (v = 0) it rewards a kernel whose operator covariance collapses (a
+            # Laplace equation's lengthscales ran to 1e73)
+            objective = "joint" if not learned and self.source_kind == "known" else \
+                "conditional"
         if objective not in ("conditional", "joint"):
             raise ValueError(f"Expected objective to be 'auto', 'conditional' or 'joint'; got "
                              f"{objective!r}")
@@ -291,19 +297,36 @@ class PhysicsConditionedGP(ExactGP):
         return collocation_points(self.domain, collocation, design, seed).to(self.X)
 
     @property
+    def starts(self):
+        """The fit's starts: each candidate set of source inputs (``source_inputs="auto"``;
+        else the one set) with the learned coefficients as given and moved by a factor of
+        three either way (``log 3`` in their unconstrained space): the marginal likelihood
+        in the coefficients has several optima, and from half the truth a first-order
+        ODE's decay rate ran to zero."""
+        shifts = [0.0, math.log(3.0), -math.log(3.0)] if self._learned() else [0.0]
+        return list(itertools.product(range(len(self.source_candidates)), shifts))
+
+    def _learned(self):
+        return [n for n, spec in self.equation.specs.items() if not spec.fixed]
+
+    @property
     def default_restarts(self):
-        """Further starts of :func:`~pyro_pidkl.infer.fit`: one for each other candidate set
-        of source inputs (``source_inputs="auto"``), else none."""
-        return len(self.source_candidates) - 1
+        """Further starts of :func:`~pyro_pidkl.infer.fit`: :attr:`starts` but the first."""
+        return len(self.starts) - 1
 
     def restart(self, r):
-        """Start ``r`` of a fit: the source depends on the inputs of candidate ``r``."""
-        cols = self.source_candidates[r]
+        """Start ``r`` of a fit (:attr:`starts`)."""
+        candidate, shift = self.starts[r]
+        cols = self.source_candidates[candidate]
         if cols is not None:
             mask = torch.zeros_like(self.source_mask)
             mask[list(cols)] = 1.0
             with torch.no_grad():
                 self.source_mask.copy_(mask)
+        if shift:
+            with torch.no_grad():
+                for name in self._learned():
+                    getattr(self.equation, name + "_unconstrained").add_(shift)
 
     def source_inputs(self):
         """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""
@@ -771,13 +794,19 @@ class PhysicsConditionedGP(ExactGP):
         return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
 
     @own_parameters
-    def laplace(self, nuisance=True):
+    def laplace(self, nuisance=True, prior_sd=None):
         r"""The Laplace approximation of the learned coefficients :math:`\theta` and, with
         ``nuisance``, the GP's scalar parameters :math:`\eta`
-        (:func:`~pyro_pidkl.infer.laplace.laplace`).
+        (:func:`~pyro_pidkl.infer.laplace.laplace`; its Hessian kept with the state).
 
         :returns: ``(names, sizes, H, cov)``."""
-        return laplace(self, nuisance)
+        key = (self._state_key(), nuisance)
+        cached = getattr(self, "_laplace_cache", None)
+        if cached is None or cached[0] != key:
+            names, sizes, H, _ = laplace(self, nuisance)
+            self._laplace_cache = (key, (names, sizes, H))
+        names, sizes, H = self._laplace_cache[1]
+        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
 
     @own_parameters
     def coefficient_intervals(self, prob=0.9, nuisance=True):
