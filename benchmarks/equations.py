@@ -145,10 +145,7 @@ def run(args):
 
 def latest(recs):
     """The last record of each (task, split, method, seed): a rerun replaces earlier ones."""
-    out = {}
-    for r in recs:
-        out[_key(r)] = r
-    return list(out.values())
+    return list(records.latest(recs, _key).values())
 
 
 def summary(path, steps=1000):

@@ -28,6 +28,17 @@ def read_records(path):
     return out
 
 
+def latest(recs, key):
+    """The last record of each ``key(record)``: a rerun replaces earlier ones.
+
+    :returns: a dict from key to record, in first-seen order.
+    """
+    out = {}
+    for r in recs:
+        out[key(r)] = r
+    return out
+
+
 def append(fh, record):
     """Write one record and flush it."""
     fh.write(json.dumps(record) + "\n")

@@ -194,10 +194,7 @@ def run(args):
 
 def latest(recs):
     """The last record of each fit: a rerun replaces earlier ones."""
-    out = {}
-    for r in recs:
-        out[_key(r)] = r
-    return out
+    return records.latest(recs, _key)
 
 
 def _fmt(x, spec=".2g"):
