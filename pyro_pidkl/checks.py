@@ -3,13 +3,17 @@
 Each check raises a one-line error naming what was expected and what came.
 """
 
+import math
 import numbers
+import os
+import sys
+import warnings
 
 import numpy as np
 import torch
 
 __all__ = ["as_inputs", "as_targets", "column_count", "equation_input_names", "is_count",
-           "positive_int"]
+           "positive_int", "positive_number", "warn"]
 
 
 def is_count(value, minimum=1):
@@ -27,6 +31,25 @@ def positive_int(value, what, minimum=1):
     if not is_count(value, minimum):
         raise ValueError(f"Expected {what} to be an integer >= {minimum}; got {value!r}")
     return int(value)
+
+
+def warn(message, category=UserWarning):
+    """``warnings.warn`` attributed to the first caller outside this package, so that the
+    warning names the user's line however deep in the library it is raised."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def positive_number(value, what):
+    """``value`` as a ``float`` if it is a finite real number ``> 0`` (not a string, not
+    ``bool``)."""
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0):
+        raise ValueError(f"Expected {what} to be a finite number > 0; got {value!r}")
+    return float(value)
 
 
 def column_count(X):

@@ -264,3 +264,62 @@ def test_conditional_objective_is_invariant_to_rescaling_the_equation():
     assert values["plain", "conditional"] == pytest.approx(values["scaled", "conditional"],
                                                            abs=1e-6)
     assert abs(values["plain", "joint"] - values["scaled", "joint"]) > 1.0
+
+
+def test_one_initial_value_pins_an_ode():
+    """f' + f = 0, f(0) = 1 and nothing else: one data point and the equation give
+    exp(-t) (a one-row dataset is an initial value problem here, not an error)."""
+    eq = Equation(lambda f, x: f.d("t") + f, inputs=("t",))
+    model = pk.PhysicsConditionedGP(torch.zeros(1, 1, dtype=D), torch.ones(1, dtype=D), eq,
+                                    domain=pk.Box(t=(0.0, 1.0)), noise=1e-4)
+    pk.fit(model, progress=False)
+    t = torch.linspace(0.1, 1, 10, dtype=D)[:, None]
+    mean, var = model(t)
+    assert torch.allclose(mean, torch.exp(-t[:, 0]), atol=1e-3)
+
+
+def test_interval_sd_is_on_the_coefficients_scale_and_free_directions_warn():
+    """sd is the delta method's sd of the coefficient itself: for a central interval of a
+    well-identified positive coefficient, (upper - lower) / (2 z) to first order; a product
+    a * b of two learned coefficients leaves a flat direction: infinite intervals, with a
+    warning naming both."""
+    t = torch.linspace(0, 1, 15, dtype=D)[:, None]
+    g = torch.Generator().manual_seed(0)
+    y = torch.exp(-2 * t[:, 0]) + 0.01 * torch.randn(15, dtype=D, generator=g)
+    one = Equation(lambda f, x, a: f.d("t") + a * f, inputs=("t",), a=Parameter(1.0))
+    model = pk.PhysicsConditionedGP(t, y, one, domain=pk.Box(t=(0.0, 2.0)))
+    pk.fit(model, progress=False)
+    iv = model.coefficient_intervals(0.9)["a"]
+    z = 1.6448536269514722
+    assert iv["identified"] and abs(iv["value"] - 2.0) < 0.2
+    assert iv["sd"] == pytest.approx((iv["upper"] - iv["lower"]) / (2 * z), rel=0.05)
+    two = Equation(lambda f, x, a, b: f.d("t") + a * b * f, inputs=("t",), a=Parameter(1.0),
+                   b=Parameter(1.0))
+    model = pk.PhysicsConditionedGP(t, y, two, domain=pk.Box(t=(0.0, 2.0)))
+    pk.fit(model, progress=False)
+    with pytest.warns(UserWarning, match="leave a, b free") as record:
+        iv = model.coefficient_intervals(0.9)
+    assert record[0].filename == __file__              # the warning names the user's line
+    assert not iv["a"]["identified"] and iv["a"]["upper"] == math.inf
+
+
+def test_constant_data_warn_for_data_models_not_for_the_solver():
+    X = torch.linspace(0, 1, 6, dtype=D)[:, None]
+    with pytest.warns(UserWarning, match="Every target of SKL is 2"):
+        pk.SKL(X, torch.full((6,), 2.0, dtype=D))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # a zero boundary value is a constant y
+        pk.PhysicsConditionedGP(X, torch.zeros(6, dtype=D),
+                                Equation(lambda f, x: f.d("t", "t"), inputs=("t",)),
+                                source=lambda x: -torch.ones_like(x["t"]))
+
+
+def test_divergence_advice_names_the_models_own_options():
+    from pyro_pidkl.infer.svi import divergence_advice
+    X, y, *_ = _oscillator_data(n=10)
+    eq = Equation(_oscillator, inputs=("t",), omega=2.0, zeta=0.1)
+    conditioned = divergence_advice(pk.PhysicsConditionedGP(X, y, eq), "lbfgs")
+    assert "residual_noise" in conditioned and "gamma" not in conditioned
+    pidkl = divergence_advice(pk.PIDKL(X, y, eq))
+    assert "gamma" in pidkl and "residual_noise" not in pidkl

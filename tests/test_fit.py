@@ -46,7 +46,7 @@ def test_fit_rejects_bad_settings():
     model = pk.DKL(*_decay())
     with pytest.raises(ValueError, match="num_steps"):
         pk.fit(model, num_steps=-1)
-    with pytest.raises(ValueError, match="lr > 0"):
+    with pytest.raises(ValueError, match="lr to be a finite number > 0"):
         pk.fit(model, lr=0.0)
     with pytest.raises(ValueError, match="num_particles"):
         pk.fit(model, num_particles=0)

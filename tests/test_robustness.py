@@ -25,8 +25,8 @@ XT = np.stack(np.meshgrid(np.linspace(0, 1, 4), np.linspace(0, 1, 3)), -1).resha
 YT = np.sin(XT[:, 0]) + XT[:, 1]
 
 
-def _ode(**kw):
-    return pk.PIDKL(T, Y, physics.first_order_ode(), **kw)
+def _ode(X=T, y=Y, **kw):
+    return pk.PIDKL(X, y, physics.first_order_ode(), **kw)
 
 
 def _psi_model(psi):
@@ -79,7 +79,18 @@ BAD_INPUTS = {
     # fitting, selection, data
     "fit steps negative": (lambda: pk.fit(pk.SKL(T, Y), num_steps=-3), ValueError,
                            "num_steps to be an integer >= 0"),
-    "fit lr zero": (lambda: pk.fit(pk.SKL(T, Y), lr=0), ValueError, "lr > 0"),
+    "fit lr zero": (lambda: pk.fit(pk.SKL(T, Y), lr=0), ValueError, "lr to be a finite number > 0"),
+    "fit lr a string": (lambda: pk.fit(pk.SKL(T, Y), lr="0.01"), ValueError,
+                        "lr to be a finite number > 0; got '0.01'"),
+    "fit tol negative": (lambda: pk.fit(pk.SKL(T, Y), tol=-1), ValueError, "tol"),
+    "fit restarts fractional": (lambda: pk.fit(pk.SKL(T, Y), restarts=1.5), ValueError,
+                                "restarts to be an integer >= 0"),
+    "fit a string for a model": (lambda: pk.fit("model"), TypeError,
+                                 r"model\(\) and guide\(\) methods.*got str"),
+    "one training point": (lambda: pk.SKL(T[:1], Y[:1]), ValueError,
+                           "at least 2 training points for SKL; got 1"),
+    "one training point for PI-DKL": (lambda: _ode(X=T[:1], y=Y[:1]), ValueError,
+                                      "at least 2 training points for PIDKL"),
     "fit particles zero": (lambda: pk.fit(pk.SKL(T, Y), num_particles=0), ValueError,
                            "num_particles"),
     "cross_validate jobs zero": (lambda: pk.cross_validate(lambda X, y, **c: pk.SKL(X, y), T, Y,

@@ -21,9 +21,10 @@ A model provides ``_laplace_parameters(nuisance) -> (names, theta, eta)``,
 
 import contextlib
 import math
-import warnings
 
 import torch
+
+from ..checks import warn
 
 __all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance",
            "parameters_at", "sigma_points"]
@@ -136,6 +137,12 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
                   "sd": _tolist(slope.abs() * s, size),
                   "identified": bool(not free[k:k + size].any())}
         k += size
+    free_names = [n for n, v in out.items() if not v["identified"]]
+    if free_names:
+        warn(f"The data and the equation leave {', '.join(free_names)} free (a flat direction "
+             f"of the objective): {'its interval is' if len(free_names) == 1 else 'their intervals are'} "
+             f"the whole range: hold one fixed (Parameter(value, fixed=True)) or give data where it "
+             f"acts")
     return out
 
 
@@ -166,9 +173,9 @@ def sigma_points(model):
     _, _, _, cov = _hessian(model, True, PRIOR_SD)
     C_tt = cov[:p, :p]
     if not bool(torch.isfinite(C_tt).all()):
-        warnings.warn("A learned coefficient is not identified by the data and the equation, "
-                      "even under the weak prior: the predictive variance leaves its "
-                      "uncertainty out", ConvergenceWarning, stacklevel=3)
+        warn("A learned coefficient is not identified by the data and the equation, even "
+             "under the weak prior: the predictive variance leaves its uncertainty out",
+             ConvergenceWarning)
         return []
     finite = torch.isfinite(cov).all(1)
     cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))

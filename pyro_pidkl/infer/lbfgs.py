@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from ..checks import positive_int
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from .svi import FitResult, default_elbo
+from .svi import FitResult, default_elbo, divergence_advice
 
 __all__ = ["fit_lbfgs"]
 
@@ -82,7 +82,8 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
     try:
         loss, params = _objective(model, elbo)
     except (NonFiniteError, NotPositiveDefiniteError) as e:
-        raise FitDivergedError(f"The fit could not start: {str(e).splitlines()[0]}",
+        raise FitDivergedError(f"The fit could not start: {str(e).splitlines()[0]}. "
+                               f"{divergence_advice(model, 'lbfgs')}",
                                history=result.losses, step=0, cause=e) from None
     scale = max(1.0, abs(float(loss.detach())))
     state = {"best": float(loss.detach())}
@@ -193,7 +194,9 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
         if not math.isfinite(best[0]):
-            raise FitDivergedError("The fit failed from every start", history=result.losses,
+            raise FitDivergedError("The fit failed from every start. "
+                                   + divergence_advice(model, "lbfgs"),
+                                   history=result.losses,
                                    step=len(result.losses))
         if many and model.Z.shape[0] > subset:
             model.relinearise()              # all collocation points at the learned parameters

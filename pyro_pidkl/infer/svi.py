@@ -11,7 +11,7 @@ from pyro import poutine
 from pyro.infer.util import zero_grads
 from tqdm import tqdm
 
-from ..checks import positive_int
+from ..checks import positive_int, positive_number
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
 from .elbo import PriorGuideELBO
 
@@ -82,6 +82,24 @@ def decaying_adam(lr, lr_final, num_steps):
     return pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
 
 
+def divergence_advice(model, method="adam"):
+    """What to try after a diverged fit of ``model`` by ``method``: the options that model
+    has (a sentence)."""
+    tries = ["a smaller lr"]
+    if hasattr(model, "noise_floor"):
+        tries.append("a larger noise_floor")
+    physics = getattr(model, "physics", None)
+    if getattr(physics, "gamma", None) is not None:
+        tries.append("a smaller gamma")
+    if hasattr(model, "residual_noise"):
+        tries = ["a larger residual_noise", "fewer collocation points"]
+        if method == "adam" and getattr(model, "deterministic", False):
+            tries.insert(0, "method='lbfgs'")
+    tries = [t for t in tries if t]
+    return "Try " + (", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1
+                     else tries[0]) + "."
+
+
 def svi_step(model, elbo, optimizer):
     """One plain SVI step (loss and gradients, update, zeroed gradients) of ``model.model`` /
     ``model.guide``, without :func:`fit`'s divergence checks: what the benchmarks time.
@@ -140,12 +158,21 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
     :param int restarts: L-BFGS's further starts (default: the model's ``default_restarts``).
     :returns: :class:`FitResult`.
     """
+    if not (callable(getattr(model, "model", None)) and callable(getattr(model, "guide", None))):
+        raise TypeError(f"Expected a model with model() and guide() methods (PIDKL, "
+                        f"PhysicsConditionedGP, DKL, ...); got {type(model).__name__}")
     if method not in ("auto", "adam", "lbfgs"):
         raise ValueError(f"Expected method to be 'auto', 'adam' or 'lbfgs'; got {method!r}")
     num_steps = positive_int(num_steps, "num_steps", minimum=0)
-    if not (lr > 0):
-        raise ValueError(f"Expected lr > 0; got {lr}")
+    lr = positive_number(lr, "lr")
+    tol = positive_number(tol, "tol")
+    if lr_final is not None:
+        lr_final = positive_number(lr_final, "lr_final")
+    if restarts is not None:
+        restarts = positive_int(restarts, "restarts", minimum=0)
     num_particles = positive_int(num_particles, "num_particles")
+    if seed is not None:
+        seed = positive_int(seed, "seed", minimum=0)
     if method == "auto":
         plain = (optimizer is None and loss is None and guide is None and num_particles == 1
                  and callback is None and lr_final is None)
@@ -178,8 +205,7 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         for step in bar:
             last = result.losses[-1] if result.losses else math.nan
             advice = ("The update was not applied: the model keeps its last finite parameters "
-                      f"(last finite loss {last:.6g}). Try a smaller lr, a larger noise floor, "
-                      "or a smaller gamma.")
+                      f"(last finite loss {last:.6g}). {divergence_advice(model)}")
             try:
                 with poutine.trace(param_only=True) as capture:
                     value = loss.loss_and_grads(model.model, guide)

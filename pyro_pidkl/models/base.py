@@ -17,7 +17,7 @@ from pyro.contrib.gp.kernels import Kernel
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
-from ..checks import as_inputs, as_targets, equation_input_names
+from ..checks import as_inputs, as_targets, equation_input_names, warn
 from ..gp.standardise import Standardizer
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
@@ -69,6 +69,7 @@ class GPModel(PyroModule):
             input_names = equation_input_names(X, input_names, physics.equation)
         X, self.input_names = as_inputs(X, input_names, dtype)
         y = as_targets(y, X.shape[0], dtype)
+        self._check_data(y)
         if not noise_floor >= 0:
             raise ValueError(f"Expected noise_floor >= 0; got {noise_floor}")
         if not noise > noise_floor:
@@ -99,6 +100,21 @@ class GPModel(PyroModule):
         self.physics = physics
         if physics is not None:
             physics.attach(self)
+
+    #: the fewest training points the model takes: a data-only GP needs two to set a scale
+    min_training_points = 2
+    #: warn when every target is the same: the data then say nothing of the kernel's scale
+    warn_constant_y = True
+
+    def _check_data(self, y):
+        name = type(self).__name__
+        if y.shape[0] < self.min_training_points:
+            raise ValueError(f"Expected at least {self.min_training_points} training points for "
+                             f"{name}; got {y.shape[0]}")
+        if self.warn_constant_y and y.shape[0] > 1 and bool((y == y[0]).all()):
+            warn(f"Every target of {name} is {float(y[0]):.6g}: constant data say "
+                          f"nothing of the function's scale or lengthscales, and the fit will "
+                          f"return a flat function")
 
     @property
     def input_dim(self):

@@ -50,7 +50,6 @@ stored linearisation point in local variables and never writes it;
 import contextlib
 import itertools
 import math
-import warnings
 
 import pyro
 import torch
@@ -58,7 +57,7 @@ from pyro.contrib.gp.kernels import RBF
 from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import equation_input_names, positive_int
+from ..checks import equation_input_names, positive_int, warn
 from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..gp.joint import JointGaussian
 from ..gp.posterior import jittered_cholesky
@@ -167,6 +166,10 @@ class PhysicsConditionedGP(ExactGP):
 
     #: the objective has no sampled site: a deterministic, second-order fit applies
     deterministic = True
+    #: one value may pin an equation's solution (an initial value), and a constant boundary
+    #: value is common in solver mode: neither is refused nor warned of
+    min_training_points = 1
+    warn_constant_y = False
     #: the guide has no latent sites and learns nothing
     guide_is_prior = True
 
@@ -622,9 +625,8 @@ class PhysicsConditionedGP(ExactGP):
         if self._cache is None or self._cache[0] != key:
             out = self._gauss_newton(self.f0)
             if not out[2].converged:
-                warnings.warn(f"Gauss-Newton did not converge for equation "
-                              f"{self.equation.name!r}: {out[2]}", ConvergenceWarning,
-                              stacklevel=2)
+                warn(f"Gauss-Newton did not converge for equation {self.equation.name!r}: "
+                     f"{out[2]}", ConvergenceWarning)
             self._cache = (key, out)
         return self._cache[1]
 
