@@ -9,7 +9,8 @@ import statistics
 import subprocess
 import sys
 
-__all__ = ["append", "commit", "median", "read_records", "seeds", "threads"]
+__all__ = ["append", "commit", "latest", "median", "read_records", "seeds", "set_threads",
+           "threads"]
 
 
 def read_records(path):
@@ -56,6 +57,14 @@ def commit():
         return head + ("+" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def set_threads(n):
+    """``n`` torch threads for this process and for every ``pk.fit`` in it (whose default,
+    ``threads="auto"``, would otherwise run small problems with one): ``PIDKL_THREADS``."""
+    import torch
+    torch.set_num_threads(int(n))
+    os.environ["PIDKL_THREADS"] = str(int(n))
 
 
 def threads():

@@ -258,7 +258,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not args.summary:
         import torch
-        torch.set_num_threads(args.threads)
+        records.set_threads(args.threads)
         commit, cases = records.commit(), args.cases.split(",")
         jobs = []
         if "elliptic" in cases:

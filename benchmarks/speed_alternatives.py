@@ -108,6 +108,7 @@ def main(argv=None):
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp()
     import torch
     torch.set_num_threads(args.threads)
+    os.environ["PIDKL_THREADS"] = str(args.threads)   # pk.fit's own default is one thread
     row = compile_jet() if args.case == "compile" else fused_adam()
     if args.case == "compile":
         row["cache_dir"] = args.cache_dir or "new empty folder"

@@ -17,6 +17,7 @@ term's derivatives), for comparison with the defaults.
 """
 
 import argparse
+import os
 import functools
 import json
 import multiprocessing
@@ -133,6 +134,7 @@ def fit_times(N=100, m=100, num_steps=1000, threads=0, seed=0, device="cpu", war
 
     if threads:
         torch.set_num_threads(threads)
+        os.environ["PIDKL_THREADS"] = str(threads)   # pk.fit's own default is one thread
     X, y = _data(N, seed)
     out = {"fit_steps": num_steps, "N": N, "m": m, "device": str(device),
            "threads": torch.get_num_threads()}

@@ -23,7 +23,7 @@ _SOURCES = {
     "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "PriorGuideELBO": "infer",
     "cross_validate": "infer", "default_elbo": "infer", "fit": "infer", "fit_lbfgs": "infer",
     "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
-    "training_objective": "infer",
+    "torch_threads": "infer", "training_objective": "infer",
     "MLP": "kernels", "feature_jet": "kernels",
     "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
     "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",

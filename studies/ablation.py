@@ -21,6 +21,7 @@ Keys: any PIDKL option (gamma, m, eps, skip_inputs, noise_floor, mean, ...), plu
 """
 
 import argparse
+import os
 import json
 import time
 
@@ -74,6 +75,7 @@ def main():
 def run(task, cfg, seeds, threads):
     """Fit one configuration over the seeds; a dict of medians and per-seed values."""
     torch.set_num_threads(threads)
+    os.environ["PIDKL_THREADS"] = str(threads)   # pk.fit's own default is one thread
     label = json.dumps(cfg)
     steps, lr = cfg.pop("steps", 1000), cfg.pop("lr", 0.01)
     particles, lr_final = cfg.pop("particles", 1), cfg.pop("lr_final", None)

@@ -19,6 +19,7 @@ may also be a drawn 1dDiffusion twin (``diffusion-fam0`` ... of
 """
 
 import argparse
+import os
 import json
 
 
@@ -48,6 +49,7 @@ def run(task, seed, pin, threads=1):
     from pyro_pidkl.paper.experiments import build_model
 
     torch.set_num_threads(threads)
+    os.environ["PIDKL_THREADS"] = str(threads)   # pk.fit's own default is one thread
     e = experiment(task)
     config = dict(e.protocol.fixed)
     data = e.data(seed)

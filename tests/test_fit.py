@@ -214,3 +214,40 @@ def test_the_default_elbo_hands_other_guides_to_trace_elbo():
     extra = Extra(t, y, seed=0)
     with pytest.raises(ValueError, match="latent site 'w'"):
         PriorGuideELBO().loss(extra.model, extra.guide)
+
+
+def test_thread_policy_one_thread_for_small_fits_and_the_setting_put_back(monkeypatch):
+    """``threads="auto"``: one thread for a small problem, torch's setting for a large one or
+    when the environment sets a count; the process's count is the same after the fit, and
+    the result records what the fit ran with."""
+    from pyro_pidkl.infer.threads import LARGE_PROBLEM, fit_threads, problem_size
+    monkeypatch.delenv("PIDKL_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
+    model = pk.SKL(X, torch.sin(6 * X[:, 0]))
+    assert problem_size(model) == 20 and fit_threads(model) == 1
+    assert fit_threads(model, None) is None and fit_threads(model, 3) == 3
+    big = pk.SKL(torch.rand(LARGE_PROBLEM + 1, 1, dtype=torch.float64),
+                 torch.rand(LARGE_PROBLEM + 1, dtype=torch.float64))
+    assert fit_threads(big) is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert fit_threads(model) is None
+    monkeypatch.setenv("PIDKL_THREADS", "2")
+    assert fit_threads(model) == 2
+    monkeypatch.setenv("PIDKL_THREADS", "two")
+    with pytest.raises(ValueError, match="PIDKL_THREADS"):
+        fit_threads(model)
+    with pytest.raises(ValueError, match="threads to be 'auto', None or an integer"):
+        fit_threads(model, 0)
+    monkeypatch.delenv("PIDKL_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    before = torch.get_num_threads()
+    seen = []
+    result = pk.fit(model, num_steps=3, progress=False, method="adam",
+                    callback=lambda step, loss: seen.append(torch.get_num_threads()))
+    assert seen == [1, 1, 1] and result.threads == 1
+    assert torch.get_num_threads() == before
+    result = pk.fit(model, num_steps=2, progress=False, method="adam", threads=None,
+                    callback=lambda step, loss: seen.append(torch.get_num_threads()))
+    assert seen[-1] == before and result.threads == before

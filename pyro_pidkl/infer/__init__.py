@@ -6,8 +6,9 @@ from .lbfgs import fit_lbfgs
 from .restarts import Ensemble, fit_restarts, training_objective
 from .selection import CVResult, cross_validate, holdout_split, kfold_splits
 from .svi import FitResult, default_elbo, fit, svi_step
+from .threads import fit_threads, torch_threads
 from .workers import worker_init
 
 __all__ = ["CVResult", "Ensemble", "FitResult", "PriorGuideELBO", "cross_validate",
-           "default_elbo", "fit", "fit_lbfgs", "fit_restarts", "holdout_split", "kfold_splits", "svi_step",
-           "training_objective", "worker_init"]
+           "default_elbo", "fit", "fit_lbfgs", "fit_restarts", "fit_threads", "holdout_split",
+           "kfold_splits", "svi_step", "torch_threads", "training_objective", "worker_init"]

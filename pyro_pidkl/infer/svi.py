@@ -14,17 +14,20 @@ from tqdm import tqdm
 from ..checks import positive_int, positive_number
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
 from .elbo import PriorGuideELBO
+from .threads import fit_threads, torch_threads
 
 __all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
 
 
 @dataclass
 class FitResult:
-    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``."""
+    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``, and
+    ``threads``, the torch threads it ran with."""
 
     losses: list = field(default_factory=list)
     seconds: float = 0.0
     num_steps: int = 0
+    threads: int = 0
 
     @property
     def final_loss(self):
@@ -32,7 +35,7 @@ class FitResult:
 
     def __repr__(self):
         return (f"FitResult(num_steps={self.num_steps}, final_loss={self.final_loss:.6g}, "
-                f"seconds={self.seconds:.2f})")
+                f"seconds={self.seconds:.2f}, threads={self.threads})")
 
 
 def _grads_finite(params):
@@ -116,7 +119,7 @@ def svi_step(model, elbo, optimizer):
 
 def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=True, seed=None,
         progress=True, optimizer=None, loss=None, guide=None, callback=None, lr_final=None,
-        method="auto", tol=1e-7, restarts=None):
+        method="auto", tol=1e-7, restarts=None, threads="auto"):
     r"""Maximise the ELBO of ``model.model`` / ``model.guide`` with SVI, or a deterministic
     model's objective with L-BFGS.
 
@@ -156,9 +159,30 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
     :param float tol: L-BFGS stops when the objective changes by less than ``tol`` times its
         size (``num_steps`` caps its iterations per run).
     :param int restarts: L-BFGS's further starts (default: the model's ``default_restarts``).
+    :param threads: torch threads during the fit (:func:`~pyro_pidkl.infer.threads.fit_threads`):
+        ``"auto"`` (default) runs problems of up to 8000 rows (data plus collocation points)
+        with one thread, which on a two-core machine is about as fast as two when it is
+        quiet and two to three times faster when it is busy (``docs/speed.md``), unless
+        ``PIDKL_THREADS`` (the count) or ``OMP_NUM_THREADS`` is set; ``None`` keeps torch's
+        setting (``torch.set_num_threads``); an integer sets it. The process's count is put
+        back when the fit ends.
     :returns: :class:`FitResult`.
     """
-    if not (callable(getattr(model, "model", None)) and callable(getattr(model, "guide", None))):
+    n = fit_threads(model, threads) if _is_model(model) else None
+    with torch_threads(n):
+        result = _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progress,
+                      optimizer, loss, guide, callback, lr_final, method, tol, restarts)
+    result.threads = torch.get_num_threads() if n is None else n
+    return result
+
+
+def _is_model(model):
+    return callable(getattr(model, "model", None)) and callable(getattr(model, "guide", None))
+
+
+def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progress, optimizer,
+         loss, guide, callback, lr_final, method, tol, restarts):
+    if not _is_model(model):
         raise TypeError(f"Expected a model with model() and guide() methods (PIDKL, "
                         f"PhysicsConditionedGP, DKL, ...); got {type(model).__name__}")
     if method not in ("auto", "adam", "lbfgs"):

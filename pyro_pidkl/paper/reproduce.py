@@ -66,13 +66,13 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     """Select (``pidkl-cv``, and ``pidkl`` without a fixed configuration: gamma, m by CV on
     the training data), fit and score one run.
 
-    ``cv_score`` (``"rmse"`` or ``"lpd"``) overrides the protocol's ``cv_score``.
+    ``cv_score`` (``"rmse"`` or ``"lpd"``) overrides the protocol's ``cv_score``;
+    ``threads`` the fits' torch threads (0: :func:`~pyro_pidkl.infer.threads.fit_threads`'s
+    ``"auto"``).
 
     :returns: a record ``{experiment, method, seed, rmse, nrmse, test_lpd, coverage95,
-        fit_seconds, hyper}`` (plus ``predictions`` when ``keep_predictions``).
+        fit_seconds, threads, hyper}`` (plus ``predictions`` when ``keep_predictions``).
     """
-    if threads:
-        torch.set_num_threads(threads)
     experiment = EXPERIMENTS[experiment_name]
     p = experiment.protocol
     data = experiment.data(seed)
@@ -81,7 +81,8 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
     # conditioned GP (not the paper's) with its own default, L-BFGS
     fit_kwargs = dict(num_steps=steps, lr=p.lr, lr_final=p.lr_final,
                       num_particles=p.num_particles,
-                      method="auto" if method in PCGP_METHODS else "adam")
+                      method="auto" if method in PCGP_METHODS else "adam",
+                      threads=threads or "auto")
     hyper = {"steps": steps, "lr": p.lr, "lr_final": p.lr_final,
              "num_particles": p.num_particles}
     config = {}
@@ -134,7 +135,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
               "nrmse_mean": scores["rmse"] / abs(float(np.mean(data.y_test))),
               "test_lpd": scores["test_lpd"],
               "crps": scores["crps"], "coverage95": scores["coverage"][0.95],
-              "fit_seconds": result.seconds, "hyper": hyper,
+              "fit_seconds": result.seconds, "threads": result.threads, "hyper": hyper,
               "coverage": {str(k): v for k, v in scores["coverage"].items()},
               "pit_ks_pvalue": scores["pit_ks_pvalue"],
               "loo_elpd": float(loo_result.elpd) if exact else None,
