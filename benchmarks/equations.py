@@ -158,7 +158,8 @@ def summary(path, steps=1000):
         cell.setdefault((r["task"], r["split"], r["method"]), []).append(r)
     lines = []
     for split in ("extrapolation", "interpolation"):
-        lines.append(f"\n### {split}: median RMSE (95% coverage) over seeds\n")
+        lines.append(f"\n### {split}: median RMSE (95% coverage) over seeds, the lowest in "
+                     f"bold\n")
         lines.append("| task | " + " | ".join(METHODS) + " | pcgp / best(skl, dkl) |")
         lines.append("|---" * (len(METHODS) + 2) + "|")
         for t in tasks:
@@ -170,6 +171,8 @@ def summary(path, steps=1000):
                     continue
                 med[m] = records.median([r["rmse"] for r in rs])
                 row.append(f"{med[m]:.3g} ({records.median([r['coverage95'] for r in rs]):.2f})")
+            best = min(med, key=med.get) if med else None
+            row = [f"**{c}**" if m == best else c for m, c in zip(METHODS, row)]
             base = min(med.get("skl", math.inf), med.get("dkl", math.inf))
             ratio = med.get("pcgp", math.nan) / base if base < math.inf else math.nan
             lines.append(f"| {t} | " + " | ".join(row) + f" | {ratio:.2f} |")

@@ -64,3 +64,79 @@ def test_cli_runs_as_a_module():
                           "--methods", "pidkl", "--quiet"], capture_output=True, text=True,
                          check=True)
     assert "pidkl" in out.stdout and "alpha=" in out.stdout
+
+
+OSCILLATOR = '''
+from torch.distributions import constraints
+from pyro_pidkl.physics import Equation, Parameter
+
+def damped_oscillator(f, x, omega, zeta):
+    return f.d("t", "t") + 2 * zeta * omega * f.d("t") + omega ** 2 * f
+
+equation = Equation(damped_oscillator, inputs=("t",), omega=Parameter(1.0),
+                    zeta=Parameter(0.5, constraints.unit_interval))
+'''
+
+
+def _oscillator_files(tmp_path):
+    import numpy as np
+    data = pk.datasets.problem("oscillator").sample("extrapolation", seed=0)
+    obs = tmp_path / "obs.csv"
+    np.savetxt(obs, np.c_[np.asarray(data.X_train)[:, 0], np.asarray(data.y_train)],
+               delimiter=",", header="t,y", comments="")
+    eq = tmp_path / "oscillator.py"
+    eq.write_text(OSCILLATOR)
+    return obs, eq, data
+
+
+def test_cli_fits_your_equation_to_your_csv(tmp_path, capsys):
+    """``pidkl fit --data --equation FILE.py``: the conditioned GP at its defaults learns the
+    oscillator's coefficients and writes predictions beyond the data that match the truth."""
+    import numpy as np
+    obs, eq, data = _oscillator_files(tmp_path)
+    pred = tmp_path / "pred.csv"
+    assert main(["fit", "--data", str(obs), "--equation", str(eq), "--domain", "t=0:6",
+                 "--grid", "61", "--out", str(pred), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    c = summary["coefficients"]
+    assert abs(c["omega"]["value"] - 2.0) < 0.05 and abs(c["zeta"]["value"] - 0.15) < 0.02
+    assert c["omega"]["lower"] < 2.0 < c["omega"]["upper"]
+    assert summary["model"] == "pcgp" and summary["n"] == 40 and summary["threads"] >= 1
+    table = np.genfromtxt(pred, delimiter=",", names=True)
+    assert table.dtype.names == ("t", "mean", "sd", "lower", "upper") and len(table) == 61
+    import torch
+    truth = pk.datasets.problem("oscillator").solution(torch.as_tensor(table["t"])[:, None])
+    truth = truth.detach().numpy()
+    beyond = table["t"] > 2.4
+    assert np.sqrt(np.mean((table["mean"][beyond] - truth[beyond]) ** 2)) < 0.05
+    assert np.all(table["lower"] <= table["upper"])
+
+
+def test_cli_refuses_what_does_not_fit_in_one_line(tmp_path, capsys):
+    obs, eq, _ = _oscillator_files(tmp_path)
+    cases = [
+        (["fit", "--data", str(obs), "--equation", "nope.py"], "built-in equation"),
+        (["fit", "--data", str(obs), "--equation", str(eq), "--domain", "t=0-6"],
+         "NAME=LOW:HIGH"),
+        (["fit", "--data", str(obs), "--equation", str(eq), "--target", "z"],
+         "target column 'z'"),
+        (["fit", "--data", str(obs), "--equation", "heat_1d"], "input columns"),
+        (["fit", "--data", str(obs), "--equation", "first_order_ode", "--param", "B"],
+         "NAME=VALUE"),
+        (["fit", "--data", str(tmp_path / "none.csv"), "--equation", str(eq)], "not a file"),
+    ]
+    for argv, message in cases:
+        assert main(argv + ["--quiet"]) == 1, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)
+
+
+def test_cli_help_reads_as_user_text():
+    out = subprocess.run([sys.executable, "-m", "pyro_pidkl", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "``" not in out and "imports torch" not in out
+    fit_help = subprocess.run([sys.executable, "-m", "pyro_pidkl", "fit", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "(default: pcgp)" in fit_help and "--data" in fit_help
+    listed = fit_help.split("examples and their methods")[1].split("Also accepted")[0]
+    assert "ode-dev" not in listed and "pcgp" in listed

@@ -28,3 +28,18 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    assert not _warnings(nb)
+
+
+def _warnings(nb):
+    """Warnings a reader would see: stderr lines naming a warning class."""
+    return [line for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "stream" and o.get("name") == "stderr"
+            for line in o.get("text", "").splitlines() if "Warning:" in line]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_committed_notebooks_show_no_warnings(path):
+    """The executed notebooks in the repository show no warning (a tqdm warning with the
+    build machine's path once opened each of them)."""
+    assert _warnings(nbformat.read(path, as_version=4)) == []

@@ -138,12 +138,30 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
                   "identified": bool(not free[k:k + size].any())}
         k += size
     free_names = [n for n, v in out.items() if not v["identified"]]
+    wide = [n for n, v in out.items() if v["identified"] and _decades(v) > WIDE_DECADES]
+    if wide:
+        warn(f"The {prob:.0%} interval of {', '.join(wide)} spans more than {WIDE_DECADES} "
+             f"orders of magnitude: the data and the equation barely constrain "
+             f"{'it' if len(wide) == 1 else 'them'} (is the equation the right one?)")
     if free_names:
         warn(f"The data and the equation leave {', '.join(free_names)} free (a flat direction "
              f"of the objective): {'its interval is' if len(free_names) == 1 else 'their intervals are'} "
              f"the whole range: hold one fixed (Parameter(value, fixed=True)) or give data where it "
              f"acts")
     return out
+
+
+#: an interval wider than this many decades (of a positive coefficient) is warned of
+WIDE_DECADES = 6
+
+
+def _decades(v):
+    """How many orders of magnitude a positive interval spans (0 for others)."""
+    lower, upper = torch.as_tensor(v["lower"]), torch.as_tensor(v["upper"])
+    positive = (lower > 0) & torch.isfinite(upper)
+    if not bool(positive.any()):
+        return 0.0
+    return float((upper[positive] / lower[positive]).log10().max())
 
 
 @contextlib.contextmanager
