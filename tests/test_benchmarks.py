@@ -93,3 +93,53 @@ def test_the_solver_benchmark_uses_the_peers_points_and_an_exact_burgers_solutio
     ux = (f(xs + h, t) - f(xs - h, t)) / (2 * h)
     uxx = (f(xs + h, t) - 2 * f(xs, t) + f(xs - h, t)) / h ** 2
     assert np.abs(ut + f(xs, t) * ux - 0.02 * uxx).max() < 1e-3
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sparse_cholesky_measurement_is_of_a_correct_factor():
+    """The factor the screening benchmark measures: its covariances of derivative
+    measurements match the library's operator covariances, its maximin order matches the
+    brute-force one, and with every earlier measurement in each conditioning set it is the
+    exact inverse Cholesky factor (Theta x and log det to rounding); with a finite radius
+    its KL divergence falls as the radius grows."""
+    import numpy as np
+    from pyro.contrib.gp.kernels import RBF
+    from pyro_pidkl.kernels.operators import OperatorCovariance
+    sc = _load("sparse_cholesky_se")
+    D = torch.float64
+    g = torch.Generator().manual_seed(0)
+    k = RBF(2, variance=torch.tensor(1.3, dtype=D), lengthscale=torch.tensor([0.3, 0.5], dtype=D))
+    A, B = torch.rand(7, 2, dtype=D, generator=g), torch.rand(5, 2, dtype=D, generator=g)
+    idx = [(), (0,), (0, 0), (1, 1), (0, 1)]
+    wA = {i: torch.randn(7, dtype=D, generator=g) for i in idx}
+    wB = {i: torch.randn(5, dtype=D, generator=g) for i in idx}
+    with torch.no_grad():
+        ref = OperatorCovariance(k, A, B)(wA, wB)
+        got = sc.measurement_covariance(A, torch.stack([wA[i] for i in idx], 1), B,
+                                        torch.stack([wB[i] for i in idx], 1), idx,
+                                        k.lengthscale, k.variance)
+    assert torch.allclose(got, ref, rtol=1e-12, atol=1e-12)
+    x = np.random.default_rng(0).random((200, 2))
+    order, lengths = sc.maximin_order(x)
+    dist = np.sqrt(((x - x[order[0]]) ** 2).sum(1))
+    for s in range(1, 200):
+        assert dist.max() == pytest.approx(lengths[s], abs=1e-12)
+        dist = np.minimum(dist, np.sqrt(((x - x[order[s]]) ** 2).sum(1)))
+    pts, point_of, W, ind = sc.elliptic_measurements(7)
+    ell = torch.tensor([0.3, 0.3], dtype=D)
+    Pm, Wt = pts[point_of], torch.as_tensor(W)
+    theta = (sc.measurement_covariance(Pm, Wt, Pm, Wt, ind, ell, 1.0)
+             + 1e-2 * torch.eye(len(point_of), dtype=D)).numpy()
+    v = np.random.default_rng(1).standard_normal(len(point_of))
+    exact = sc.SparseInverseCholesky(pts, point_of, W, ind, ell, 1.0, nugget=1e-2, rho=1e9)
+    assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-9, atol=1e-9)
+    assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-10)
+    kl = [sc.measure(7, 0.3, rho, nugget=1e-2)["kl_nats"] for rho in (1.5, 3.0)]
+    assert kl[1] < kl[0]
