@@ -212,9 +212,9 @@ def test_refusals():
     heat = pk.physics.heat_1d(alpha=0.1)
     with pytest.raises(ValueError, match="input_names"):       # (x, t) or (t, x)? never guessed
         pk.PhysicsConditionedGP(torch.rand(5, 2, dtype=D), torch.rand(5, dtype=D), heat)
-    third = Equation(lambda f, x: f.d("t", "t", "t"), inputs=("t",))
+    fifth = Equation(lambda f, x: f.d("t", "t", "t", "t", "t"), inputs=("t",))
     with pytest.raises(ValueError, match="order"):
-        pk.PhysicsConditionedGP(X, y, third)
+        pk.PhysicsConditionedGP(X, y, fifth)
 
 
 @pytest.mark.parametrize("profile", [False, True])
@@ -323,3 +323,95 @@ def test_divergence_advice_names_the_models_own_options():
     assert "residual_noise" in conditioned and "gamma" not in conditioned
     pidkl = divergence_advice(pk.PIDKL(X, y, eq))
     assert "gamma" in pidkl and "residual_noise" not in pidkl
+
+
+def test_fourth_order_operator_covariances_match_autograd():
+    """Covariances of derivatives up to order four on each side (Hermite polynomials to
+    order eight) against autograd of the SE kernel, through both the operator covariances
+    the conditioned GP uses and DerivativeKernel."""
+    from pyro_pidkl.kernels.operators import OperatorCovariance
+    torch.manual_seed(1)
+    kernel = se_ard(2, dtype=D, lengthscale=0.7)
+    UA, UB = torch.randn(3, 2, dtype=D), torch.randn(4, 2, dtype=D)
+    idx = [(0, 0, 0), (0, 0, 0, 0), (0, 0, 1, 1), (1, 1, 1, 1), (0, 1, 1)]
+    dk = DerivativeKernel(kernel, UA, UB, idx, idx)
+    cov = OperatorCovariance(kernel, UA, UB)
+    for alpha, beta in itertools.product(idx, idx):
+        ref = torch.stack([torch.stack([_pair_derivative(kernel, UA[i], UB[j], alpha, beta)
+                                        for j in range(4)]) for i in range(3)])
+        assert torch.allclose(dk(alpha, beta).detach(), ref, rtol=1e-9, atol=1e-9), (alpha, beta)
+        with torch.no_grad():
+            got = cov({alpha: 1.0}, {beta: 1.0})
+        assert torch.allclose(got, ref.detach(), rtol=1e-9, atol=1e-9), (alpha, beta)
+
+
+def _cantilever(conditions, M=20):
+    """u'''' = e^x on [0, 1], u(0) = 0 as data; u = e^x - 1 - x - (e/6) x^3 also has
+    u'(0) = 0, u''(1) = 0 and u'''(1) = 0 (a cantilever)."""
+    eq = Equation(lambda f, x: f.d("x", "x", "x", "x"), inputs=("x",))
+    model = pk.PhysicsConditionedGP(torch.zeros(1, 1, dtype=D), torch.zeros(1, dtype=D), eq,
+                                    input_names=("x",), source=lambda x: torch.exp(x["x"]),
+                                    collocation=torch.linspace(0, 1, M, dtype=D)[:, None],
+                                    domain=pk.Box(x=(0.0, 1.0)), conditions=conditions)
+    pk.fit(model, progress=False)
+    x = torch.linspace(0, 1, 101, dtype=D)
+    u = torch.exp(x) - 1 - x - math.e / 6 * x ** 3
+    return float((model(x[:, None])[0] - u).norm() / u.norm())
+
+
+def test_a_cantilever_beam_needs_its_derivative_conditions():
+    """Fourth order, three conditions on derivatives (a slope, a moment, a shear): right
+    with them (relative L2 ~3e-5), wrong without (one value cannot pin a quartic's
+    four free constants)."""
+    from pyro_pidkl.physics import Condition
+    conditions = [Condition([[0.0]], lambda f, x: f.d("x"), name="clamped"),
+                  Condition([[1.0]], lambda f, x: f.d("x", "x"), name="no moment"),
+                  Condition([[1.0]], lambda f, x: f.d("x", "x", "x"), name="no shear")]
+    assert _cantilever(conditions) < 1e-3
+    assert _cantilever(()) > 0.1
+
+
+def test_neumann_heat_is_wrong_without_its_boundary_condition_and_right_with_it():
+    """f_t = 0.1 f_xx on [0, 1] x [0, 2] from its initial values alone; f = cos(pi x)
+    exp(-0.1 pi^2 t) + 1/2 has no flux at either end. Without the Neumann conditions the
+    ends are free (relative L2 ~3e-2), with them ~1e-5."""
+    from pyro_pidkl.physics import Condition
+    u = lambda x, t: torch.cos(math.pi * x) * torch.exp(-0.1 * math.pi ** 2 * t) + 0.5
+    eq = Equation(lambda f, x, alpha: f.d("t") - alpha * f.d("x", "x"), inputs=("x", "t"),
+                  alpha=Parameter(0.1, fixed=True))
+    x = torch.linspace(0, 1, 21, dtype=D)
+    X0 = torch.stack([x, torch.zeros_like(x)], 1)
+    t = torch.linspace(0, 2, 21, dtype=D)
+    no_flux = [Condition(torch.stack([torch.full_like(t, end), t], 1), lambda f, x: f.d("x"),
+                         name=f"no flux at x = {end}") for end in (0.0, 1.0)]
+    G = torch.cartesian_prod(torch.linspace(0, 1, 31, dtype=D), torch.linspace(0, 2, 31, dtype=D))
+    truth = u(G[:, 0], G[:, 1])
+    errors = []
+    for conditions in ((), no_flux):
+        model = pk.PhysicsConditionedGP(X0, u(x, 0 * x), eq, input_names=("x", "t"),
+                                        domain=pk.Box(x=(0.0, 1.0), t=(0.0, 2.0)),
+                                        conditions=conditions)
+        pk.fit(model, progress=False)
+        errors.append(float((model(G)[0] - truth).norm() / truth.norm()))
+    assert errors[0] > 1e-2 and errors[1] < 1e-3, errors
+
+
+def test_conditions_and_orders_refused_in_one_line():
+    from pyro_pidkl.physics import Condition
+    X, y, *_ = _oscillator_data(n=10)
+    eq = Equation(_oscillator, inputs=("t",), omega=2.0, zeta=0.1)
+    with pytest.raises(ValueError, match=r"shape \(K, 1\)"):
+        pk.PhysicsConditionedGP(X, y, eq, conditions=[Condition([[0.0, 1.0]], lambda f, x: f)])
+    with pytest.raises(ValueError, match="fixed"):
+        Condition([[0.0]], Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=1.0))
+    with pytest.raises(TypeError, match="Condition"):
+        pk.PhysicsConditionedGP(X, y, eq, conditions=[([[0.0]], lambda f, x: f)])
+    fifth = Equation(lambda f, x: f.d("t", "t", "t", "t", "t"), inputs=("t",))
+    with pytest.raises(ValueError, match="orders up to 4 with the SE kernel"):
+        pk.PhysicsConditionedGP(X, y, fifth)
+    third = Equation(lambda f, x: f.d("t", "t", "t"), inputs=("t",))
+    with pytest.raises(ValueError, match="orders up to 2 with a deep kernel"):
+        pk.PhysicsConditionedGP(X, y, third, kernel="deep")
+    bad = Condition([[0.0]], lambda f, x: f, value=torch.zeros(3))
+    with pytest.raises(ValueError, match="value of 'condition' to have shape \\(1,\\)"):
+        pk.fit(pk.PhysicsConditionedGP(X, y, eq, conditions=[bad]), progress=False)

@@ -71,6 +71,8 @@ from ..param_scope import own_parameters
 from ..infer.laplace import (coefficient_intervals, laplace, laplace_covariance, parameters_at,
                              sigma_points)
 from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.condition import Condition
+from ..physics.geometry import Shape
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
@@ -102,7 +104,8 @@ class PhysicsConditionedGP(ExactGP):
 
     :param X: ``(N, d)`` training inputs (user units).
     :param y: ``(N,)`` training targets.
-    :param equation: a :class:`~pyro_pidkl.physics.Equation` (derivatives up to order two),
+    :param equation: a :class:`~pyro_pidkl.physics.Equation` (derivatives up to order four
+        with the SE kernel, two with the deep kernel),
         linear or not: linearity is decided by :func:`~pyro_pidkl.physics.is_linear`.
     :param input_names: names of the ``d`` inputs; required unless ``X`` has one column
         and the equation one input (pass them whenever in doubt).
@@ -113,8 +116,10 @@ class PhysicsConditionedGP(ExactGP):
         ``(M, d)`` tensor of them in user units.
     :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
     :param domain: where the equation holds: a :class:`~pyro_pidkl.physics.domain.Box`
-        (default: the data's box; give the whole domain to extrapolate). Inputs are
-        standardised by the domain, not by the data alone.
+        (default: the data's box; give the whole domain to extrapolate) or a shape of
+        :mod:`pyro_pidkl.physics.geometry` (a disk, a polygon, a difference, a product with a
+        time interval: collocation inside it). Inputs are standardised by the domain's
+        bounding box, not by the data alone.
     :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
         :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
     :param float residual_noise: :math:`\tau`, the residual variance relative to the prior
@@ -153,6 +158,10 @@ class PhysicsConditionedGP(ExactGP):
         each principal direction (and the GP's own parameters moved with them by their
         regression on the coefficients), once the model is fitted (``fitted``, set by
         :func:`~pyro_pidkl.infer.fit`). ``False``: the plug-in posterior at the estimates.
+    :param conditions: boundary and initial conditions, each a
+        :class:`~pyro_pidkl.physics.Condition` (an operator, its points and values: Dirichlet,
+        Neumann, Robin, an initial rate), conditioned on like the equation, always with all
+        their points.
     :param int fit_collocation: with more collocation points than this (default 600),
         :func:`~pyro_pidkl.infer.fit` learns the parameters conditioning on a maximin subset
         of this many (:meth:`collocation_subset`), then solves with all of them (Gauss-Newton
@@ -179,7 +188,7 @@ class PhysicsConditionedGP(ExactGP):
                  source_prior=None, source_inputs="auto", objective="auto",
                  newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
                  noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
-                 fit_collocation=600, **kwargs):
+                 fit_collocation=600, conditions=(), **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -193,12 +202,20 @@ class PhysicsConditionedGP(ExactGP):
         self._hold_noise(learn_noise, noise, noise_floor)
         equation.check_inputs(self.input_names)
         self.equation = equation
+        self.shape = None
+        if isinstance(domain, Shape):
+            if tuple(domain.inputs) != tuple(self.input_names):
+                raise ValueError(f"Expected the domain's inputs {tuple(domain.inputs)} to be the "
+                                 f"model's, in order: {tuple(self.input_names)}")
+            self.shape, domain = domain, domain.box()
         self.domain = (domain or Box()).resolve(self.X, self.input_names)
         if not hasattr(self.domain, "low"):
-            raise TypeError(f"Expected domain to be a Box; got {type(domain).__name__}")
+            raise TypeError(f"Expected domain to be a Box or a shape of "
+                            f"pyro_pidkl.physics.geometry; got {type(domain).__name__}")
         self._standardise_on_domain(kwargs.get("standardize", True))
         self.kernel = self._make_kernel(kernel, feature_net)
         Z = self._collocation(collocation, design, seed)
+        Z = self._with_conditions(Z, conditions)
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
         self._residual_noise(residual_noise, learn_residual_noise, residual_noise_floor)
@@ -238,16 +255,19 @@ class PhysicsConditionedGP(ExactGP):
         self.fit_collocation = (None if fit_collocation is None else
                                 positive_int(fit_collocation, "fit_collocation"))
         # which derivatives psi reads, and whether it is linear (at random jets, not at 0)
-        probe = self.Z[:: max(1, self.Z.shape[0] // 16)][:16]
-        indices = set()
-        for jet in ({}, {(): torch.randn(probe.shape[0], dtype=self.X.dtype,
-                                         generator=torch.Generator().manual_seed(seed))}):
-            indices |= set(linearise(equation, jet, probe, self.input_names).coefficients)
+        indices, self.linear = set(), True
+        for start, stop, eq, _ in self._blocks():
+            probe = self.Z[start:stop][:: max(1, (stop - start) // 16)][:16]
+            for jet in ({}, {(): torch.randn(probe.shape[0], dtype=self.X.dtype,
+                                             generator=torch.Generator().manual_seed(seed))}):
+                indices |= set(linearise(eq, jet, probe, self.input_names).coefficients)
+            self.linear = self.linear and is_linear(eq, probe, self.input_names, seed=seed)
         self.indices = sorted(indices, key=lambda i: (len(i), i))
-        if any(len(i) > 2 for i in self.indices):
-            raise ValueError(f"Equation {equation.name!r} reads a derivative of order above two; "
-                             "PhysicsConditionedGP supports orders up to two")
-        self.linear = is_linear(equation, probe, self.input_names, seed=seed)
+        top = 4 if isinstance(self.kernel, RBF) else 2
+        if any(len(i) > top for i in self.indices):
+            raise ValueError(f"Equation {equation.name!r} or a condition reads a derivative of "
+                             f"order above {top}; PhysicsConditionedGP supports orders up to "
+                             f"{top} with {'the SE' if top == 4 else 'a deep'} kernel")
         # the linearisation point f0: the jet of the posterior mean at Z, in user units, one
         # row per derivative in self.indices
         self.register_buffer("f0", torch.zeros(len(self.indices), self.Z.shape[0],
@@ -297,6 +317,11 @@ class PhysicsConditionedGP(ExactGP):
             if not bool(torch.isfinite(Z).all()):
                 raise ValueError("Expected finite collocation points; got NaN/inf")
             return Z.to(self.X)
+        if self.shape is not None:
+            if design == "grid":
+                raise ValueError("Expected design 'sobol' or 'random' on a shape that is not a "
+                                 "box; got 'grid'")
+            return self.shape.interior(positive_int(collocation, "collocation"), seed).to(self.X)
         return collocation_points(self.domain, collocation, design, seed).to(self.X)
 
     @property
@@ -398,27 +423,90 @@ class PhysicsConditionedGP(ExactGP):
         M)``, user units) and written for the standardised GP :math:`f_s`: ``(w, b)`` with
         :math:`\psi[f](Z) \approx b + \sum_\alpha w_\alpha \partial^\alpha_u f_s(Z)`
         (``w`` ``{alpha: (M,)}``, ``b`` ``(M,)``)."""
-        jet = {idx: f0[k] for k, idx in enumerate(self.indices)}
-        lin = linearise(self.equation, jet, self.Z, self.input_names)
         scale = self.standardizer.derivative_scale(self.indices)
-        w = {idx: lin.coefficients[idx] * scale[k] for k, idx in enumerate(self.indices)
-             if idx in lin.coefficients}
-        b = lin.offset
-        if () in lin.coefficients:
-            b = b + lin.coefficients[()] * self.standardizer.y_loc
-        return w, b
+        parts, bs = [], []
+        for start, stop, eq, _ in self._blocks():
+            jet = {idx: f0[k, start:stop] for k, idx in enumerate(self.indices)}
+            lin = linearise(eq, jet, self.Z[start:stop], self.input_names)
+            w = {idx: lin.coefficients[idx] * scale[k] for k, idx in enumerate(self.indices)
+                 if idx in lin.coefficients}
+            b = lin.offset
+            if () in lin.coefficients:
+                b = b + lin.coefficients[()] * self.standardizer.y_loc
+            parts.append((stop - start, w))
+            bs.append(b.expand(stop - start) if b.dim() == 0 else b)
+        if len(parts) == 1:
+            return parts[0][1], bs[0]
+        used = {idx for _, w in parts for idx in w}
+        like = self.Z[:, 0]
+        w = {}
+        for idx in used:
+            pieces = []
+            for size, wk in parts:
+                v = wk.get(idx)
+                if v is None:
+                    v = like.new_zeros(size)
+                elif not torch.is_tensor(v) or v.dim() == 0:
+                    v = torch.as_tensor(v, dtype=like.dtype).expand(size)
+                pieces.append(v)
+            w[idx] = torch.cat(pieces)
+        return w, torch.cat(bs)
 
     def source(self):
-        r""":math:`g(Z)` for a known source, else zeros ``(M,)``."""
+        r""":math:`g(Z)` for a known source, else zeros ``(M,)``; at a condition's points its
+        values."""
+        out = []
+        for start, stop, _, value in self._blocks():
+            out.append(value(self.Z[start:stop]).to(self.Z))
+        return out[0] if len(out) == 1 else torch.cat(out)
+
+    def _equation_source(self, Z):
         if self.source_fn is None:
-            return torch.zeros_like(self.Z[:, 0])
-        g = torch.as_tensor(self.source_fn(Inputs(self.Z, self.input_names)), dtype=self.Z.dtype)
+            return torch.zeros_like(Z[:, 0])
+        g = torch.as_tensor(self.source_fn(Inputs(Z, self.input_names)), dtype=Z.dtype)
         if g.dim() == 0:
-            g = g.expand(self.Z.shape[0])
-        if g.shape != self.Z.shape[:1]:
-            raise ValueError(f"Expected the source to return shape ({self.Z.shape[0]},); got "
+            g = g.expand(Z.shape[0])
+        if g.shape != Z.shape[:1]:
+            raise ValueError(f"Expected the source to return shape ({Z.shape[0]},); got "
                              f"{tuple(g.shape)}")
         return g
+
+    def _with_conditions(self, Z, conditions):
+        """The collocation points followed by every condition's points."""
+        conditions = list(conditions or ())
+        for c in conditions:
+            if not isinstance(c, Condition):
+                raise TypeError(f"Expected conditions to be pyro_pidkl.physics.Condition "
+                                f"objects; got {type(c).__name__}")
+            if c.points.shape[1] != self.input_dim:
+                raise ValueError(f"Expected the points of {c.name!r} to have shape (K, "
+                                 f"{self.input_dim}) for inputs {tuple(self.input_names)}; got "
+                                 f"{tuple(c.points.shape)}")
+        self.conditions = conditions
+        self._condition_equations = [c.equation(self.equation.inputs) for c in conditions]
+        for eq in self._condition_equations:
+            eq.check_inputs(self.input_names)
+        self.condition_rows = sum(c.points.shape[0] for c in conditions)
+        rows = [torch.full((c.points.shape[0],), -1.0 if c.residual_noise is None
+                           else float(c.residual_noise), dtype=self.X.dtype)
+                for c in conditions]
+        # each row's relative residual variance: -1 for the model's residual_noise
+        self.register_buffer("row_noise", torch.cat(
+            [torch.full((Z.shape[0],), -1.0, dtype=self.X.dtype)] + rows))
+        return torch.cat([Z] + [c.points.to(Z) for c in conditions]) if conditions else Z
+
+    def _blocks(self):
+        """``[(start, stop, equation, values), ...]``: the rows of Z the equation holds at
+        (first) and each condition's, ``values(Z_rows)`` their right-hand side."""
+        M = self.Z.shape[0]
+        stop = M - self.condition_rows
+        out = [(0, stop, self.equation, self._equation_source)]
+        for c, eq in zip(self.conditions, self._condition_equations):
+            k = c.points.shape[0]
+            out.append((stop, stop + k, eq,
+                        lambda Zr, c=c: c.values(Inputs(Zr, self.input_names))))
+            stop += k
+        return out
 
     def operators(self, twice_differentiable=False):
         """The kernel's operator covariances between Z and Z and between Z and X
@@ -437,9 +525,14 @@ class PhysicsConditionedGP(ExactGP):
         K_LL = ZZ(w, w, symmetric=True)
         K_Lx = ZX(w, {(): 1.0})
         prior_var = K_LL.diagonal()
-        residual = self.residual_noise * prior_var
-        source = (prior_var.mean() * self.source_kernel(self.Z_s * self.source_mask)
-                  if self.source_kind == "gp" else None)
+        residual = torch.where(self.row_noise < 0, self.residual_noise,
+                               self.row_noise) * prior_var
+        source = None
+        if self.source_kind == "gp":             # on the equation's rows, not the conditions'
+            E = M - self.condition_rows
+            source = prior_var[:E].mean() * self.source_kernel(self.Z_s[:E] * self.source_mask)
+            if self.condition_rows:
+                source = torch.nn.functional.pad(source, (0, M - E, 0, M - E))
         # the noise variance is relative to the signal variance (both scale with the profile)
         noise = self.noise * self._signal_variance()
         if torch.is_grad_enabled():
@@ -529,9 +622,12 @@ class PhysicsConditionedGP(ExactGP):
     def _residual_size(self, f0):
         r""":math:`\|\psi[f](Z) - g(Z)\|` for the jet ``f0`` of :math:`f` at :math:`Z`: the
         merit of a damped Gauss-Newton step."""
-        jet = {idx: f0[k] for k, idx in enumerate(self.indices)}
-        h = linearise(self.equation, jet, self.Z, self.input_names).h0
-        return float((h.detach() - self.source()).norm())
+        total = 0.0
+        for start, stop, eq, value in self._blocks():
+            jet = {idx: f0[k, start:stop] for k, idx in enumerate(self.indices)}
+            h = linearise(eq, jet, self.Z[start:stop], self.input_names).h0
+            total += float((h.detach() - value(self.Z[start:stop])).pow(2).sum())
+        return math.sqrt(total)
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
@@ -655,12 +751,15 @@ class PhysicsConditionedGP(ExactGP):
         solution's posterior mean at all of them. Used by :func:`~pyro_pidkl.infer.fit` to
         learn the parameters of a large problem."""
         M = self.Z.shape[0]
-        if count is None or count >= M:
+        E = M - self.condition_rows
+        if count is None or count >= E:
             yield self
             return
-        idx = maximin_subset(self.Z_s, count)
-        Z, Z_s, f0 = self.Z, self.Z_s, self.f0
+        idx = torch.cat([maximin_subset(self.Z_s[:E], count),
+                         torch.arange(E, M, device=self.Z.device)])
+        Z, Z_s, f0, row_noise = self.Z, self.Z_s, self.f0, self.row_noise
         self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
+        self.row_noise = row_noise[idx]
         self._cache = None
         try:
             yield self
@@ -674,6 +773,7 @@ class PhysicsConditionedGP(ExactGP):
             except (NonFiniteError, NotPositiveDefiniteError):
                 pass
             self.Z, self.Z_s, self.f0 = Z, Z_s, full
+            self.row_noise = row_noise
             self._cache = None
 
     @own_parameters

@@ -1,15 +1,20 @@
 """Equations written as plain Python over a solution and its derivatives by input name."""
 
 from .collocation import boundary_points, box_bounds, collocation_points
+from .condition import Condition
 from .derivatives import Field, Inputs
 from .domain import Box, Gaussian
 from .equation import Equation, Parameter
+from .geometry import Difference, Disk, Polygon, Rectangle, Shape, TimeProduct
 from .linearise import JetField, Linearisation, is_linear, linearise
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
 
 __all__ = [
     "Box",
+    "Condition",
+    "Difference",
+    "Disk",
     "Equation",
     "Gaussian",
     "Field",
@@ -18,6 +23,10 @@ __all__ = [
     "Linearisation",
     "Parameter",
     "PhysicsTerm",
+    "Polygon",
+    "Rectangle",
+    "Shape",
+    "TimeProduct",
     "boundary_points",
     "box_bounds",
     "burgers_1d",

@@ -1,0 +1,77 @@
+r"""Conditions on parts of the domain: boundary and initial conditions as their own
+residuals on their own points.
+
+A :class:`Condition` says :math:`\mathcal{B}[f](x) = h(x)` at points :math:`x` of its own,
+with :math:`\mathcal{B}` any operator written as an equation is (``f``, ``f.d("x")``,
+``f.d("x") + 2 * f``, ...): Dirichlet (``lambda f, x: f``), Neumann (a normal derivative),
+Robin (a combination), an initial rate (``f.d("t")`` at ``t = 0``). A periodic condition
+:math:`f(a) = f(b)` is a condition on the difference of two points and is not expressible
+this way yet.
+
+:class:`~pyro_pidkl.models.PhysicsConditionedGP` conditions on each condition's values as
+virtual observations, like the equation's, with a residual variance relative to the
+operator's prior variance (``residual_noise``, default the model's).
+"""
+
+import torch
+
+from .equation import Equation
+
+__all__ = ["Condition"]
+
+
+class Condition:
+    r""":math:`\mathcal{B}[f](x) = h(x)` at ``points``.
+
+    :param points: ``(K, d)`` points in user units (the model's input order).
+    :param operator: ``psi(f, x) -> (K,)`` (the operator, as in an
+        :class:`~pyro_pidkl.physics.Equation`) or an :class:`~pyro_pidkl.physics.Equation`
+        with fixed parameters.
+    :param value: :math:`h`: a number, a ``(K,)`` tensor, or a function ``h(x) -> (K,)`` of
+        :class:`~pyro_pidkl.physics.derivatives.Inputs` in user units (default 0).
+    :param float residual_noise: the residual variance relative to the prior variance of
+        :math:`\mathcal{B} f` (default: the model's ``residual_noise``).
+    :param str name: for messages.
+    """
+
+    def __init__(self, points, operator, value=0.0, residual_noise=None, name="condition"):
+        P = torch.as_tensor(points, dtype=torch.float64)
+        if P.dim() == 1:
+            P = P[:, None]
+        if P.dim() != 2 or P.shape[0] < 1 or not bool(torch.isfinite(P).all()):
+            raise ValueError(f"Expected the points of {name!r} as a finite (K, d) array with "
+                             f"K >= 1; got shape {tuple(P.shape)}")
+        if isinstance(operator, Equation):
+            learned = [n for n, spec in operator.specs.items() if not spec.fixed]
+            if learned:
+                raise ValueError(f"Expected the parameters of condition {name!r} to be fixed "
+                                 f"(Parameter(value, fixed=True)); {learned} would be learned")
+        elif not callable(operator):
+            raise TypeError(f"Expected the operator of {name!r} to be psi(f, x) or an "
+                            f"Equation; got {type(operator).__name__}")
+        if residual_noise is not None and not residual_noise > 0:
+            raise ValueError(f"Expected residual_noise > 0 for {name!r}; got {residual_noise}")
+        self.points, self.operator, self.value = P, operator, value
+        self.residual_noise, self.name = residual_noise, name
+
+    def equation(self, inputs):
+        """The operator as an :class:`~pyro_pidkl.physics.Equation` over ``inputs``."""
+        if isinstance(self.operator, Equation):
+            return self.operator
+        return Equation(self.operator, inputs=inputs, name=self.name)
+
+    def values(self, x):
+        r""":math:`h` at the condition's points: ``(K,)`` (``x`` their
+        :class:`~pyro_pidkl.physics.derivatives.Inputs`)."""
+        K = self.points.shape[0]
+        h = self.value(x) if callable(self.value) else self.value
+        h = torch.as_tensor(h, dtype=torch.float64)
+        if h.dim() == 0:
+            h = h.expand(K)
+        if h.shape != (K,):
+            raise ValueError(f"Expected the value of {self.name!r} to have shape ({K},); got "
+                             f"{tuple(h.shape)}")
+        return h
+
+    def __repr__(self):
+        return f"Condition({self.name!r}, {self.points.shape[0]} points)"
