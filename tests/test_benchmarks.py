@@ -143,3 +143,12 @@ def test_the_sparse_cholesky_measurement_is_of_a_correct_factor():
     assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-10)
     kl = [sc.measure(7, 0.3, rho, nugget=1e-2)["kl_nats"] for rho in (1.5, 3.0)]
     assert kl[1] < kl[0]
+
+
+def test_the_boundary_benchmark_measures_with_and_without_conditions():
+    b = _load("boundaries")
+    with_c, without = b.heat_neumann(100), b.heat_neumann(100, with_conditions=False)
+    assert with_c["rel_l2"] < 1e-3 < without["rel_l2"]
+    rec = b.data_case("heat_neumann_data", "pcgp", 0)
+    assert rec["rmse"] < 0.05 and 0 <= rec["coverage95"] <= 1
+    assert {k for k, _ in [(m["case"], 0) for m, _ in b.jobs()]} >= {"poisson_L", "kdv", "beam"}
