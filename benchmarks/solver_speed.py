@@ -304,10 +304,11 @@ def summary(path):
                      f"{r.get('peer_rms', float('nan')):.2e} | "
                      f"{r.get('time_ratio', float('nan')):.2f} |")
     if data:
-        lines += ["", "| N (data) | collocation | seconds | evaluations | RMSE beyond the data | "
-                  "alpha (truth 0.05) |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['N']} | {r['collocation']} | {r['seconds']:.2f} | {r['evaluations']} | "
-                  f"{r['rmse']:.3g} | {r['alpha']:.4g} |" for r in data]
+        lines += ["", "| N (data) | collocation | threads | seconds | evaluations | RMSE beyond "
+                  "the data | alpha (truth 0.05) | commit |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['N']} | {r['collocation']} | {r.get('threads', '')} | {r['seconds']:.2f} | "
+                  f"{r['evaluations']} | {r['rmse']:.3g} | {r['alpha']:.4g} | "
+                  f"{r.get('commit', '')} |" for r in data]
     return "\n".join(lines)
 
 
