@@ -12,6 +12,8 @@ points; relative L2 error on 2000 points inside, which must fall as M grows):
   u'''(1) = 0 as conditions; u = e^x - 1 - x - (e/6) x^3;
 * ``heat_neumann``: f_t = 0.1 f_xx on [0, 1] x [0, 2] from its initial values, with and
   without the no-flux conditions at both ends; f = cos(pi x) exp(-0.1 pi^2 t) + 1/2;
+* ``advection_periodic``: u_t + 0.5 u_x = 0 on [0, 1] x [0, 2], periodic in x, from one
+  period of initial values u = sin(2 pi x), with and without the periodic condition;
 * ``kdv``: the KdV soliton u = (c/2) sech^2(sqrt(c)/2 (x - c t)), c = 1, of
   u_t + 6 u u_x + u_xxx = 0 on [-8, 8] x [0, 2] (third order, nonlinear) from its initial
   and boundary values.
@@ -23,8 +25,6 @@ RMSE beyond the data and 95% coverage of the truth there):
   there too; predicted on x >= -0.2;
 * ``heat_neumann_data``: 60 noisy values at t <= 0.8 and the no-flux conditions on [0, 2];
   predicted for t > 0.8.
-
-Not here: a periodic condition (f(a) = f(b) is not a point condition; not supported yet).
 
     python benchmarks/boundaries.py                 # records in docs/results/boundaries.jsonl
     python benchmarks/boundaries.py --summary
@@ -149,6 +149,31 @@ def heat_neumann(M, with_conditions=True):
             "seconds": time.perf_counter() - t0}
 
 
+def advection_periodic(M, with_conditions=True):
+    torch = _torch()
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Condition, Equation, Parameter
+    D = torch.float64
+    u = lambda x, t: torch.sin(2 * math.pi * (x - 0.5 * t))
+    eq = Equation(lambda f, x, v: f.d("t") + v * f.d("x"), inputs=("x", "t"),
+                  v=Parameter(0.5, fixed=True), name="advection")
+    x = torch.linspace(0, 1, 21, dtype=D)[:-1]
+    X0 = torch.stack([x, torch.zeros_like(x)], 1)
+    t = torch.linspace(0, 2, 31, dtype=D)
+    ends = Condition.periodic(torch.stack([torch.zeros_like(t), t], 1),
+                              torch.stack([torch.ones_like(t), t], 1), name="x periodic")
+    G = torch.cartesian_prod(torch.linspace(0, 1, 41, dtype=D), torch.linspace(0, 2, 41, dtype=D))
+    t0 = time.perf_counter()
+    model = pk.PhysicsConditionedGP(X0, u(x, 0 * x), eq, input_names=("x", "t"),
+                                    domain=pk.Box(x=(0.0, 1.0), t=(0.0, 2.0)), collocation=M,
+                                    conditions=[ends] if with_conditions else [])
+    pk.fit(model, progress=False)
+    truth = u(G[:, 0], G[:, 1])
+    mean, var = model(G)
+    return {"rel_l2": _rel(mean, truth), "coverage95": pk.coverage(mean, var, truth),
+            "seconds": time.perf_counter() - t0}
+
+
 def kdv(M):
     torch = _torch()
     import pyro_pidkl as pk
@@ -232,6 +257,10 @@ def jobs():
             for M in COLLOCATION[:2]]
     out.append(({"case": "heat_neumann", "M": 400, "conditions": False},
                 lambda: heat_neumann(400, False)))
+    out += [({"case": "advection_periodic", "M": M, "conditions": True},
+             lambda M=M: advection_periodic(M)) for M in COLLOCATION]
+    out.append(({"case": "advection_periodic", "M": 400, "conditions": False},
+                lambda: advection_periodic(400, False)))
     out += [({"case": "kdv", "M": M}, lambda M=M: kdv(M)) for M in COLLOCATION]
     for case in ("poisson_L_data", "heat_neumann_data"):
         for method in ("pcgp", "skl", "dkl"):

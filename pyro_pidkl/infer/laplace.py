@@ -128,7 +128,9 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
     z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
     out, k = {}, 0
     for n, t_raw, size in zip(names, theta, sizes):
-        t = torch.distributions.transform_to(model.equation.specs[n].constraint)
+        spec = (model.coefficient_spec(n) if hasattr(model, "coefficient_spec")
+                 else model.equation.specs[n])
+        t = torch.distributions.transform_to(spec.constraint)
         th, s = t_raw.detach().reshape(-1), sd[k:k + size]
         lo, hi = t(torch.nan_to_num(th - z * s)), t(torch.nan_to_num(th + z * s))
         slope = t.log_abs_det_jacobian(th, t(th)).exp()          # |dt/du|, elementwise

@@ -54,7 +54,7 @@ import math
 import pyro
 import torch
 from pyro.contrib.gp.kernels import RBF
-from pyro.nn import PyroParam, pyro_method
+from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
 from ..checks import equation_input_names, positive_int, warn
@@ -240,7 +240,7 @@ class PhysicsConditionedGP(ExactGP):
                                           for c in itertools.combinations(cols, k)]
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
-        learned = [n for n, spec in equation.specs.items() if not spec.fixed]
+        learned = self._learned()
         if objective == "auto":
             # the joint density only where the virtual observations carry a known source:
             # with learned coefficients it rewards shrinking the operator, and with no
@@ -339,8 +339,24 @@ class PhysicsConditionedGP(ExactGP):
         shifts = [0.0, math.log(3.0), -math.log(3.0)] if self._learned() else [0.0]
         return list(itertools.product(range(len(self.source_candidates)), shifts))
 
+    def _coefficients(self):
+        """``[(name, owner, parameter), ...]`` of every learned coefficient: the equation's
+        by their names, a condition's as ``"condition name.parameter"``."""
+        out = [(n, self.equation, n) for n, spec in self.equation.specs.items()
+               if not spec.fixed]
+        for c, eq in zip(self.conditions, self.condition_equations):
+            out += [(f"{c.name}.{n}", eq, n) for n, spec in eq.specs.items() if not spec.fixed]
+        return out
+
     def _learned(self):
-        return [n for n, spec in self.equation.specs.items() if not spec.fixed]
+        return [name for name, _, _ in self._coefficients()]
+
+    def coefficient_spec(self, name):
+        """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
+        for n, owner, p in self._coefficients():
+            if n == name:
+                return owner.specs[p]
+        raise KeyError(f"Expected a learned coefficient among {self._learned()}; got {name!r}")
 
     @property
     def default_restarts(self):
@@ -358,8 +374,8 @@ class PhysicsConditionedGP(ExactGP):
                 self.source_mask.copy_(mask)
         if shift:
             with torch.no_grad():
-                for name in self._learned():
-                    getattr(self.equation, name + "_unconstrained").add_(shift)
+                for _, owner, p in self._coefficients():
+                    getattr(owner, p + "_unconstrained").add_(shift)
 
     def source_inputs(self):
         """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""
@@ -491,18 +507,46 @@ class PhysicsConditionedGP(ExactGP):
                 raise ValueError(f"Expected the points of {c.name!r} to have shape (K, "
                                  f"{self.input_dim}) for inputs {tuple(self.input_names)}; got "
                                  f"{tuple(c.points.shape)}")
+            if c.pair is not None and c.pair.shape[1] != self.input_dim:
+                raise ValueError(f"Expected the pairs of {c.name!r} to have shape (K, "
+                                 f"{self.input_dim}); got {tuple(c.pair.shape)}")
+        # points: the equation's, the conditions', then every periodic condition's first
+        # points and last their pairs (whose rows are the differences)
+        conditions = ([c for c in conditions if c.pair is None]
+                      + [c for c in conditions if c.pair is not None])
         self.conditions = conditions
-        self._condition_equations = [c.equation(self.equation.inputs) for c in conditions]
-        for eq in self._condition_equations:
+        self.condition_equations = PyroModule[torch.nn.ModuleList](
+            [c.equation(self.equation.inputs) for c in conditions])
+        for eq in self.condition_equations:
             eq.check_inputs(self.input_names)
-        self.condition_rows = sum(c.points.shape[0] for c in conditions)
+        self.periodic_pairs = sum(c.points.shape[0] for c in conditions if c.pair is not None)
+        self.condition_rows = sum(c.points.shape[0] for c in conditions) + self.periodic_pairs
         rows = [torch.full((c.points.shape[0],), -1.0 if c.residual_noise is None
                            else float(c.residual_noise), dtype=self.X.dtype)
                 for c in conditions]
         # each row's relative residual variance: -1 for the model's residual_noise
         self.register_buffer("row_noise", torch.cat(
             [torch.full((Z.shape[0],), -1.0, dtype=self.X.dtype)] + rows))
-        return torch.cat([Z] + [c.points.to(Z) for c in conditions]) if conditions else Z
+        pairs = [c.pair.to(Z) for c in conditions if c.pair is not None]
+        return torch.cat([Z] + [c.points.to(Z) for c in conditions] + pairs)
+
+    def _rows(self, x):
+        r"""The virtual observations' rows from per-point rows of ``x`` ``(P, ...)``: the
+        same, but a periodic pair's is the first point's minus its pair's (:math:`C x`)."""
+        K = self.periodic_pairs
+        if not K:
+            return x
+        P = x.shape[0]
+        out = x[:P - K].clone()
+        out[P - 2 * K:] = out[P - 2 * K:] - x[P - K:]
+        return out
+
+    def _points(self, y):
+        r""":math:`C^\top y`: per-point values from the rows' ``y`` ``(R, ...)``."""
+        K = self.periodic_pairs
+        if not K:
+            return y
+        return torch.cat([y, -y[y.shape[0] - K:]])
 
     def _blocks(self):
         """``[(start, stop, equation, values), ...]``: the rows of Z the equation holds at
@@ -510,11 +554,16 @@ class PhysicsConditionedGP(ExactGP):
         M = self.Z.shape[0]
         stop = M - self.condition_rows
         out = [(0, stop, self.equation, self._equation_source)]
-        for c, eq in zip(self.conditions, self._condition_equations):
+        for c, eq in zip(self.conditions, self.condition_equations):
             k = c.points.shape[0]
             out.append((stop, stop + k, eq,
                         lambda Zr, c=c: c.values(Inputs(Zr, self.input_names))))
             stop += k
+        for c, eq in zip(self.conditions, self.condition_equations):
+            if c.pair is not None:                # the pairs: the same operator, value 0
+                k = c.points.shape[0]
+                out.append((stop, stop + k, eq, lambda Zr: torch.zeros_like(Zr[:, 0])))
+                stop += k
         return out
 
     def operators(self, twice_differentiable=False):
@@ -528,17 +577,21 @@ class PhysicsConditionedGP(ExactGP):
         r"""The joint Gaussian of :math:`[v; y]` for the linearisation ``(w, b)``: a
         :class:`~pyro_pidkl.gp.joint.JointGaussian` with the pieces predictions need
         attached (``w`` the operator's weights, ``c`` the prior mean, ``operators``)."""
-        N, M = self.X_s.shape[0], self.Z_s.shape[0]
+        N, M = self.X_s.shape[0], self.Z_s.shape[0] - self.periodic_pairs
         ZZ, ZX = operators or self.operators(twice_differentiable=not closed_form)
-        # L_z L_z' k(Z, Z) and L_z k(Z, X): the linearised operator's covariances
+        # L_z L_z' k(Z, Z) and L_z k(Z, X): the linearised operator's covariances (a
+        # periodic pair's row: the difference of its two points')
         K_LL = ZZ(w, w, symmetric=True)
         K_Lx = ZX(w, {(): 1.0})
+        if self.periodic_pairs:
+            K_LL = self._rows(self._rows(K_LL).T).T
+            K_Lx = self._rows(K_Lx)
         prior_var = K_LL.diagonal()
         residual = torch.where(self.row_noise < 0, self.residual_noise,
                                self.row_noise) * prior_var
         source = None
         if self.source_kind == "gp":             # on the equation's rows, not the conditions'
-            E = M - self.condition_rows
+            E = self.Z_s.shape[0] - self.condition_rows
             source = prior_var[:E].mean() * self.source_kernel(self.Z_s[:E] * self.source_mask)
             if self.condition_rows:
                 source = torch.nn.functional.pad(source, (0, M - E, 0, M - E))
@@ -562,7 +615,7 @@ class PhysicsConditionedGP(ExactGP):
             A[M:, M:].diagonal().add_(noise)
         c = self.prior_mean()
         mean_L = w[()] * c if () in w else torch.zeros_like(b)
-        obs = torch.cat([self.source() - b - mean_L, self.y_s - c])
+        obs = torch.cat([self._rows(self.source() - b - mean_L), self.y_s - c])
         joint = JointGaussian(A, obs, M, closed_form=closed_form)
         joint.w, joint.c, joint.operators = w, c, (ZZ, ZX)
         return joint
@@ -590,7 +643,10 @@ class PhysicsConditionedGP(ExactGP):
         (``operators``: those between ``U`` and Z and X, when kept)."""
         UZ, UX = operators or (OperatorCovariance(self.kernel, U, self.Z_s),
                                OperatorCovariance(self.kernel, U, self.X_s))
-        return torch.cat([UZ({index: 1.0}, joint.w), UX({index: 1.0}, {(): 1.0})], 1)
+        UZw = UZ({index: 1.0}, joint.w)
+        if self.periodic_pairs:
+            UZw = self._rows(UZw.T).T
+        return torch.cat([UZw, UX({index: 1.0}, {(): 1.0})], 1)
 
     def _mean_jet(self, joint, U=None):
         """The posterior mean's jet at ``U`` (standardised; default Z) in user units
@@ -599,11 +655,12 @@ class PhysicsConditionedGP(ExactGP):
                   (OperatorCovariance(self.kernel, U, self.Z_s),
                    OperatorCovariance(self.kernel, U, self.X_s)))
         alpha = joint.weights()
-        M = self.Z_s.shape[0]
+        M = joint.M
+        a_points = self._points(alpha[:M])
         scale = self.standardizer.derivative_scale(self.indices)
         rows = []
         for k, idx in enumerate(self.indices):
-            mean = (UZ.matvec({idx: 1.0}, joint.w, alpha[:M])
+            mean = (UZ.matvec({idx: 1.0}, joint.w, a_points)
                     + UX.matvec({idx: 1.0}, {(): 1.0}, alpha[M:]))
             v = (mean + (joint.c if idx == () else 0.0)) * scale[k]
             rows.append(v + self.standardizer.y_loc if idx == () else v)
@@ -631,12 +688,12 @@ class PhysicsConditionedGP(ExactGP):
     def _residual_size(self, f0):
         r""":math:`\|\psi[f](Z) - g(Z)\|` for the jet ``f0`` of :math:`f` at :math:`Z`: the
         merit of a damped Gauss-Newton step."""
-        total = 0.0
+        parts = []
         for start, stop, eq, value in self._blocks():
             jet = {idx: f0[k, start:stop] for k, idx in enumerate(self.indices)}
             h = linearise(eq, jet, self.Z[start:stop], self.input_names).h0
-            total += float((h.detach() - value(self.Z[start:stop])).pow(2).sum())
-        return math.sqrt(total)
+            parts.append(h.detach() - value(self.Z[start:stop]))
+        return float(self._rows(torch.cat(parts)).norm())
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
@@ -764,11 +821,11 @@ class PhysicsConditionedGP(ExactGP):
         if count is None or count >= E:
             yield self
             return
-        idx = torch.cat([maximin_subset(self.Z_s[:E], count),
-                         torch.arange(E, M, device=self.Z.device)])
+        eq_idx = maximin_subset(self.Z_s[:E], count)
+        idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
         Z, Z_s, f0, row_noise = self.Z, self.Z_s, self.f0, self.row_noise
         self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
-        self.row_noise = row_noise[idx]
+        self.row_noise = torch.cat([row_noise[eq_idx], row_noise[E:]])
         self._cache = None
         try:
             yield self
@@ -806,12 +863,13 @@ class PhysicsConditionedGP(ExactGP):
         with torch.no_grad():
             joint = self.conditional()
             U = self.standardizer.x_to_model(Xnew)
-            alpha, M = joint.weights(), self.Z_s.shape[0]
+            alpha, M = joint.weights(), joint.M
+            a_points = self._points(alpha[:M])
             parts = []
             for Uc in torch.split(U, 2048):        # memory bounded by 2048 rows at a time
                 UZ = OperatorCovariance(self.kernel, Uc, self.Z_s)
                 UX = OperatorCovariance(self.kernel, Uc, self.X_s)
-                parts.append(UZ.matvec({(): 1.0}, joint.w, alpha[:M])
+                parts.append(UZ.matvec({(): 1.0}, joint.w, a_points)
                              + UX.matvec({(): 1.0}, {(): 1.0}, alpha[M:]))
             return self.standardizer.f_to_user(torch.cat(parts) + joint.c)
 
@@ -882,20 +940,26 @@ class PhysicsConditionedGP(ExactGP):
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}``."""
         with torch.no_grad():
-            return {name: getattr(self.equation, name).detach().cpu().tolist()
-                    for name in self.equation.parameter_names}
+            out = {name: getattr(self.equation, name).detach().cpu().tolist()
+                   for name in self.equation.parameter_names}
+            for name, owner, p in self._coefficients():
+                if owner is not self.equation:
+                    out[name] = getattr(owner, p).detach().cpu().tolist()
+            return out
 
     # -- Laplace: coefficient intervals and their effect on predictions -----------------
     def _laplace_parameters(self, nuisance=True):
         """``(names, theta, eta)``: the learned coefficients' names, their unconstrained
         tensors, and the GP's own scalar parameters (kernel lengthscales, noise, source;
         not a feature net, not the profiled kernel variance)."""
-        names = [n for n, spec in self.equation.specs.items() if not spec.fixed]
-        theta = [getattr(self.equation, n + "_unconstrained") for n in names]
+        coefficients = self._coefficients()
+        names = [n for n, _, _ in coefficients]
+        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in coefficients]
         kern = getattr(self.kernel, "kern", self.kernel)
         profiled = kern.variance_unconstrained     # profiled out: no curvature of its own
         eta = [p for name, p in self.named_parameters()
-               if nuisance and not name.startswith("equation.") and "iwarping_fn" not in name
+               if nuisance and not name.startswith(("equation.", "condition_equations."))
+               and "iwarping_fn" not in name
                and p.requires_grad and p is not profiled]
         return names, theta, eta
 
