@@ -465,3 +465,35 @@ def test_a_robin_coefficient_is_learned_with_its_interval():
     k = model.equation_parameters()["robin.k"]
     iv = model.coefficient_intervals(0.9)["robin.k"]
     assert abs(k - 1.0) < 0.02 and iv["lower"] < 1.0 < iv["upper"], (k, iv)
+
+
+def test_pidkl_takes_conditions_as_a_weighted_factor():
+    """PI-DKL's term with a no-flux condition at x = 0: a ``conditions`` factor site in the
+    model, its variance learned, and the fitted mean's slope there pulled towards zero
+    (from about 0.3 without the condition)."""
+    from pyro import poutine
+    from pyro_pidkl.physics import Condition
+    u = lambda X: torch.cos(math.pi * X[:, 0]) * torch.exp(-0.1 * math.pi ** 2 * X[:, 1]) + 0.5
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(40, 2, dtype=D, generator=g) * torch.tensor([1.0, 0.8], dtype=D)
+    y = u(X) + 0.01 * torch.randn(40, dtype=D, generator=g)
+    t = torch.linspace(0, 2, 11, dtype=D)
+    left = Condition(torch.stack([torch.zeros_like(t), t], 1), lambda f, x: f.d("x"),
+                     name="no flux")
+    slopes = []
+    for conditions in ((), (left,)):
+        pyro.set_rng_seed(0)
+        model = pk.PIDKL(X, y, pk.physics.heat_1d(alpha=Parameter(0.1, fixed=True)),
+                         input_names=("x", "t"), m=20, seed=0, conditions=conditions,
+                         domain=pk.Box(x=(0.0, 1.0), t=(0.0, 2.0)))
+        pk.fit(model, num_steps=400, lr=0.01, progress=False, seed=0)
+        A = torch.stack([torch.zeros_like(t), t], 1)
+        B = A + torch.tensor([1e-4, 0.0], dtype=D)
+        slopes.append(float(((model(B)[0] - model(A)[0]) / 1e-4).abs().mean()))
+    trace = poutine.trace(model.model).get_trace()
+    assert "conditions" in trace.nodes
+    assert any(n.endswith("condition_noise_unconstrained") for n, _ in model.named_parameters())
+    assert slopes[1] < 0.5 * slopes[0], slopes
+    with pytest.raises(ValueError, match="fixed in PI-DKL's term"):
+        pk.PhysicsTerm(pk.physics.heat_1d(), conditions=[Condition(
+            [[0.0, 0.0]], Equation(lambda f, x, k: f.d("x") + k * f, inputs=("x", "t"), k=1.0))])

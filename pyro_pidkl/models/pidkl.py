@@ -34,11 +34,12 @@ __all__ = ["PIDKL", "pidkl_parts"]
 
 
 def pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw, source_jitter,
-                equation_guide, feature_net, feature_dim, skip_inputs, seed, dtype):
+                equation_guide, feature_net, feature_dim, skip_inputs, seed, dtype,
+                conditions=()):
     """The deep kernel and the physics term of PI-DKL (exact or sparse), from the
     constructors' arguments: ``(kernel, physics)``."""
     physics = PhysicsTerm(equation, gamma, m, domain, source_inputs, draw, source_jitter,
-                          equation_guide)
+                          equation_guide, conditions)
     kernel = dkl_kernel(column_count(X), feature_net, feature_dim, skip_inputs, dtype=dtype,
                         seed=seed)
     return kernel, physics
@@ -52,15 +53,17 @@ class PIDKL(ExactGP):
     :param equation: a :class:`~pyro_pidkl.physics.Equation`.
     :param input_names: names of the ``d`` inputs (required for several columns, unless
         ``X`` is a ``pandas.DataFrame``: the column order is never guessed).
-    :param gamma, m, domain, source_inputs, draw, source_jitter, equation_guide: the physics
-        term's (:class:`~pyro_pidkl.physics.PhysicsTerm`): weight, collocation points per
-        draw, :math:`p(Z)`, inputs of :math:`\kappa`, what is pushed through the equation.
+    :param gamma, m, domain, source_inputs, draw, source_jitter, equation_guide, conditions:
+        the physics term's (:class:`~pyro_pidkl.physics.PhysicsTerm`): weight, collocation
+        points per draw, :math:`p(Z)`, inputs of :math:`\kappa`, what is pushed through the
+        equation, boundary and initial conditions.
     :param feature_net, feature_dim, skip_inputs, seed: the deep kernel's
         (:func:`~pyro_pidkl.kernels.dkl_kernel`; ``seed`` fixes the network's initial weights).
     Other arguments as :class:`~pyro_pidkl.models.base.GPModel`.
 
     Sites of :meth:`model` (``S`` particles when vectorised): ``data`` factor ``()``,
-    ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or ``(S, m)``, ``physics`` factor ``(S,)``.
+    ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or ``(S, m)``, ``physics`` factor ``(S,)``, and
+    with conditions the ``conditions`` factor ``(S,)``.
 
     **Bayesian equation parameters.** A parameter declared with a prior,
     ``Parameter(init, prior=dist.LogNormal(...))``, is a sample site
@@ -72,10 +75,11 @@ class PIDKL(ExactGP):
     def __init__(self, X, y, equation, input_names=None, gamma=1.0, m=10, domain=None,
                  source_inputs="equation", draw="function", source_jitter=1e-6,
                  equation_guide=None, feature_net=None, feature_dim=None, skip_inputs=False,
-                 seed=None, **kwargs):
+                 seed=None, conditions=(), **kwargs):
         kernel, physics = pidkl_parts(X, equation, gamma, m, domain, source_inputs, draw,
                                       source_jitter, equation_guide, feature_net, feature_dim,
-                                      skip_inputs, seed, kwargs.get("dtype", torch.float64))
+                                      skip_inputs, seed, kwargs.get("dtype", torch.float64),
+                                      conditions)
         super().__init__(X, y, input_names, kernel=kernel, physics=physics, **kwargs)
 
     @pyro_method
@@ -92,4 +96,6 @@ class PIDKL(ExactGP):
         h = physics.residual(functools.partial(self.posterior_draw, posterior), Z, eps)
         # gamma log N(h | 0, kappa(Z, Z)): the unknown source g ~ GP(0, kappa) at Z
         pyro.factor("physics", physics.gamma * physics.log_prob(h, Z))
+        # gamma log N(B[f_eps](X_c) - h_c | 0, s_c^2): boundary conditions, if any
+        physics.condition_factor(functools.partial(self.posterior_draw, posterior), eps)
         return posterior

@@ -27,7 +27,8 @@ import torch
 from pyro import poutine
 from pyro.infer.autoguide import AutoNormal
 from pyro.infer.autoguide.initialization import init_to_median, init_to_value
-from pyro.nn import PyroModule
+from pyro.nn import PyroModule, PyroParam
+from torch.distributions import constraints
 
 from ..checks import positive_int
 from ..errors import NonFiniteError
@@ -36,6 +37,8 @@ from ..kernels.deep import feature_map
 from ..kernels.features import smoothness_order
 from ..kernels.se import se_ard, se_gram
 from ..param_scope import own_parameters
+from .condition import Condition
+from .derivatives import Inputs
 from .domain import Box
 from .equation import Equation, source_columns
 
@@ -65,6 +68,12 @@ class PhysicsTerm(PyroModule):
     :param equation_guide: a guide over the equation's Bayesian parameters (those declared
         with a prior); default an :class:`~pyro.infer.autoguide.AutoNormal` started at their
         initial values.
+    :param conditions: boundary and initial conditions (:class:`~pyro_pidkl.physics.Condition`,
+        periodic ones included, with fixed parameters): each adds
+        :math:`\gamma \log \mathcal{N}(\mathcal{B}[f_\epsilon](X_c) - h_c \mid 0,
+        s_c^2 I)` at its own points (site ``conditions``), :math:`s_c^2` its
+        ``residual_noise`` in the user's units squared when given, else learned (from
+        :math:`(0.1 s_y)^2`, above :math:`(10^{-4} s_y)^2`, :math:`s_y` the data's scale).
 
     Sites (``S`` particles when vectorised): ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or
     ``(S, m)``, factor ``physics`` ``(S,)``; a Bayesian equation parameter ``B`` is the sample
@@ -72,7 +81,7 @@ class PhysicsTerm(PyroModule):
     """
 
     def __init__(self, equation, gamma=1.0, m=10, domain=None, source_inputs="equation",
-                 draw="function", source_jitter=1e-6, equation_guide=None):
+                 draw="function", source_jitter=1e-6, equation_guide=None, conditions=()):
         super().__init__()
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
@@ -90,6 +99,15 @@ class PhysicsTerm(PyroModule):
         self.draw, self.source_jitter = draw, float(source_jitter)
         self._domain, self._source_inputs = domain, source_inputs
         self._equation_guide = equation_guide
+        self.conditions = list(conditions or ())
+        for c in self.conditions:
+            if not isinstance(c, Condition):
+                raise TypeError(f"Expected conditions to be pyro_pidkl.physics.Condition "
+                                f"objects; got {type(c).__name__}")
+            if isinstance(c.operator, Equation) and any(
+                    not spec.fixed for spec in c.operator.specs.values()):
+                raise ValueError(f"Expected the parameters of condition {c.name!r} to be "
+                                 f"fixed in PI-DKL's term (the conditioned GP learns them)")
         self.input_names = None   # set by attach()
         self._plan = None         # the derivatives psi asked for last time
 
@@ -117,6 +135,7 @@ class PhysicsTerm(PyroModule):
                     "use a smooth activation such as nn.Tanh or nn.SiLU"
                     if math.isfinite(self.max_order) else "")
         self._probe(gp)
+        self._attach_conditions(gp)
         self.bayesian_sites = tuple(f"{self.equation._pyro_name}.{n}"
                                     for n, spec in self.equation.specs.items()
                                     if spec.prior is not None and not spec.fixed)
@@ -129,6 +148,55 @@ class PhysicsTerm(PyroModule):
                                init_scale=0.05)
         self.equation_guide = guide
         return self
+
+    def _attach_conditions(self, gp):
+        names, d = gp.input_names, len(gp.input_names)
+        self._condition_equations = []
+        for c in self.conditions:
+            if c.points.shape[1] != d:
+                raise ValueError(f"Expected the points of {c.name!r} to have shape (K, {d}) for "
+                                 f"inputs {tuple(names)}; got {tuple(c.points.shape)}")
+            eq = c.equation(self.equation.inputs)
+            eq.check_inputs(names)
+            self._condition_equations.append(eq)
+        if not self.conditions:
+            return
+        scale = float(gp.standardizer.y_scale)
+        given = [c.residual_noise for c in self.conditions]
+        self.register_buffer("_condition_given", torch.tensor(
+            [-1.0 if v is None else float(v) for v in given], dtype=gp.X.dtype))
+        self.condition_noise = PyroParam(
+            torch.full((len(given),), (0.1 * scale) ** 2, dtype=gp.X.dtype),
+            constraints.greater_than((1e-4 * scale) ** 2))
+
+    def condition_factor(self, draw, eps):
+        r"""The ``conditions`` factor: :math:`\gamma \sum_c \log \mathcal{N}(\mathcal{B}_c
+        [f_\epsilon](X_c) - h_c \mid 0, s_c^2 I)` for the draw ``draw(eps)`` (the equation's
+        first :math:`\epsilon`); nothing without conditions."""
+        if not self.conditions:
+            return
+        like = self._units[0].x_loc
+        batch = eps.shape[:-1]
+        noise = torch.where(self._condition_given > 0, self._condition_given,
+                            self.condition_noise)
+        total = 0.0
+        for k, (c, eq) in enumerate(zip(self.conditions, self._condition_equations)):
+            pts = c.points.to(like)
+            if c.pair is not None:
+                pts = torch.cat([pts, c.pair.to(like)])
+            K = pts.shape[0]
+            P = pts.expand(*batch, K, pts.shape[-1])
+            f = draw(eps[..., :1].expand(*batch, K).reshape(-1))
+            h = eq.residual(f, P.reshape(-1, pts.shape[-1]), self.input_names, self.max_order,
+                            self.why).reshape(*batch, K)
+            if c.pair is not None:
+                r = h[..., :K // 2] - h[..., K // 2:]
+            else:
+                r = h - c.values(Inputs(c.points.to(like), self.input_names)).to(like)
+            n = r.shape[-1]
+            total = total - 0.5 * (r.pow(2).sum(-1) / noise[k] + n * torch.log(
+                2 * math.pi * noise[k]))
+        pyro.factor("conditions", self.gamma * total)
 
     @own_parameters
     def _probe(self, gp):
@@ -214,6 +282,7 @@ class PhysicsTerm(PyroModule):
         h = self.residual(draw, Z, eps)
         # gamma log N(h | 0, kappa(Z, Z)): the unknown source g ~ GP(0, kappa) at Z
         pyro.factor("physics", self.gamma * self.log_prob(h, Z))
+        self.condition_factor(draw, eps)
 
     def guide(self):
         """``Z`` and ``eps`` drawn from their priors (their log p - log q cancels exactly),
