@@ -14,6 +14,14 @@ points; relative L2 error on 2000 points inside, which must fall as M grows):
   without the no-flux conditions at both ends; f = cos(pi x) exp(-0.1 pi^2 t) + 1/2;
 * ``advection_periodic``: u_t + 0.5 u_x = 0 on [0, 1] x [0, 2], periodic in x, from one
   period of initial values u = sin(2 pi x), with and without the periodic condition;
+* ``lshape_peer``: the sparse-Cholesky GP solver's L-shape example
+  (``examples/lshape_nonlin_elliptic.py`` of ``yifanc96/GP-PDEs-SparseCholesky``):
+  -lap(u) + u^3 = f on [0, 1]^2 minus (0.5, 1]^2, u = sin(pi x) sin(pi y), 3000 interior
+  and 320 boundary points; RMS error at the interior points and seconds for build, fit and
+  solve. With ``PIDKL_PEER_SPARSE_CHOLESKY`` set to a checkout of the peer (and
+  ``PIDKL_PEER_PYTHON`` to an interpreter with its dependencies) its script runs in the
+  same run at its defaults (its own random points, Matern 7/2, ``--backend cpu``), one
+  thread each;
 * ``kdv``: the KdV soliton u = (c/2) sech^2(sqrt(c)/2 (x - c t)), c = 1, of
   u_t + 6 u u_x + u_xxx = 0 on [-8, 8] x [0, 2] (third order, nonlinear) from its initial
   and boundary values.
@@ -23,6 +31,7 @@ RMSE beyond the data and 95% coverage of the truth there):
 
 * ``poisson_L_data``: the L-shape, 60 noisy interior values with x < -0.2, boundary values
   there too; predicted on x >= -0.2;
+* ``poisson_disk_data``: the same on the unit disk;
 * ``heat_neumann_data``: 60 noisy values at t <= 0.8 and the no-flux conditions on [0, 2];
   predicted for t > 0.8; PI-DKL (gamma 1, m 20, the conditions in its term, 1000 Adam
   steps) beside the conditioned GP.
@@ -201,14 +210,48 @@ def kdv(M):
             "converged": bool(model.solve()[2].converged), "seconds": time.perf_counter() - t0}
 
 
+def lshape_peer():
+    torch = _torch()
+    import re
+    import subprocess
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Equation, Polygon
+    pi = math.pi
+    u = lambda X: torch.sin(pi * X[:, 0]) * torch.sin(pi * X[:, 1])
+    s = lambda x: (2 * pi ** 2 * torch.sin(pi * x["x"]) * torch.sin(pi * x["y"])
+                   + (torch.sin(pi * x["x"]) * torch.sin(pi * x["y"])) ** 3)
+    eq = Equation(lambda f, x: -f.laplacian("x", "y") + f ** 3, inputs=("x", "y"))
+    L = Polygon([(0, 0), (1, 0), (1, 0.5), (0.5, 0.5), (0.5, 1), (0, 1)])
+    t0 = time.perf_counter()
+    B, Z = L.boundary(320, seed=1), L.interior(3000, seed=0)
+    model = pk.PhysicsConditionedGP(B, u(B), eq, input_names=("x", "y"), domain=L, source=s,
+                                    collocation=Z)
+    pk.fit(model, progress=False)
+    err = model.posterior_mean(Z) - u(Z)
+    rec = {"rms": float(err.pow(2).mean().sqrt()), "rel_l2": _rel(err + u(Z), u(Z)),
+           "coverage95": float("nan"), "seconds": time.perf_counter() - t0, "M": 3000}
+    root = os.environ.get("PIDKL_PEER_SPARSE_CHOLESKY")
+    if root:
+        python = os.environ.get("PIDKL_PEER_PYTHON", sys.executable)
+        out = subprocess.run([python, "examples/lshape_nonlin_elliptic.py", "--N-interior",
+                              "3000", "--backend", "cpu", "--out", os.devnull + ".png"],
+                             cwd=root, capture_output=True, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        solve = re.search(r"\[solve\]\s+([0-9.]+) s", out.stdout)
+        error = re.search(r"L² = ([0-9.e+-]+)", out.stdout)
+        if solve and error:
+            rec.update(peer_s=float(solve.group(1)), peer_rms=float(error.group(1)))
+    return rec
+
+
 def data_case(case, method, seed):
     """Noisy data on part of the domain, predicted beyond it: a record."""
     torch = _torch()
     import pyro_pidkl as pk
     g = torch.Generator().manual_seed(seed)
-    if case == "poisson_L_data":
+    if case in ("poisson_L_data", "poisson_disk_data"):
         u, s, eq = _poisson_problem()
-        shape = _shape("L")
+        shape = _shape("L" if case == "poisson_L_data" else "disk")
         Z = shape.interior(400, seed=seed + 11)
         inside = Z[Z[:, 0] < -0.2][:60]
         B = shape.boundary(80, seed=seed)
@@ -268,7 +311,8 @@ def jobs():
     out.append(({"case": "advection_periodic", "M": 400, "conditions": False},
                 lambda: advection_periodic(400, False)))
     out += [({"case": "kdv", "M": M}, lambda M=M: kdv(M)) for M in COLLOCATION]
-    for case in ("poisson_L_data", "heat_neumann_data"):
+    out.append(({"case": "lshape_peer", "M": 3000}, lshape_peer))
+    for case in ("poisson_L_data", "poisson_disk_data", "heat_neumann_data"):
         methods = ("pcgp", "skl", "dkl") + (("pidkl",) if case == "heat_neumann_data" else ())
         for method in methods:
             out += [({"case": case, "method": method, "seed": s},
@@ -287,6 +331,10 @@ def summary(path):
         if "method" in r:
             continue
         label = r["case"] + ("" if r.get("conditions") is not False else " (no conditions)")
+        if "rms" in r:
+            label += (f" (RMS {r['rms']:.2e}" + (f"; the peer: RMS {r['peer_rms']:.2e} in "
+                                                f"{r['peer_s']:.1f} s" if "peer_s" in r else "")
+                      + ")")
         lines.append(f"| {label} | {r['M']} | {r['rel_l2']:.2e} | {r['coverage95']:.2f} | "
                      f"{r['seconds']:.1f} |")
     lines += ["", "| data case | method | median RMSE beyond the data | median 95% coverage |",
