@@ -494,6 +494,29 @@ def test_pidkl_takes_conditions_as_a_weighted_factor():
     assert "conditions" in trace.nodes
     assert any(n.endswith("condition_noise_unconstrained") for n, _ in model.named_parameters())
     assert slopes[1] < 0.5 * slopes[0], slopes
-    with pytest.raises(ValueError, match="fixed in PI-DKL's term"):
+    import pyro.distributions as dist
+    with pytest.raises(ValueError, match="without a prior"):
         pk.PhysicsTerm(pk.physics.heat_1d(), conditions=[Condition(
-            [[0.0, 0.0]], Equation(lambda f, x, k: f.d("x") + k * f, inputs=("x", "t"), k=1.0))])
+            [[0.0, 0.0]], Equation(lambda f, x, k: f.d("x") + k * f, inputs=("x", "t"),
+                                   k=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0))))])
+
+
+def test_pidkl_learns_a_condition_coefficient():
+    """PI-DKL with a Robin condition f'(1) = k f(1), k unknown: k is a parameter of the
+    model, learned by SVI and reported as "robin.k", and the fitted mean satisfies the
+    condition it learned (k = f'(1) / f(1) to 0.05). PI-DKL's equation term has an unknown
+    source, so it does not pin the extrapolation to e^x, nor k to 1: k ends near 0.19."""
+    from pyro_pidkl.physics import Condition
+    g = torch.Generator().manual_seed(0)
+    x = torch.linspace(0, 0.5, 15, dtype=D)
+    y = torch.exp(x) + 0.01 * torch.randn(15, dtype=D, generator=g)
+    robin = Condition([[1.0]], Equation(lambda f, x, k: f.d("x") - k * f, inputs=("x",),
+                                        k=Parameter(0.5)), name="robin")
+    pyro.set_rng_seed(0)
+    model = pk.PIDKL(x[:, None], y, Equation(lambda f, x: f.d("x", "x") - f, inputs=("x",)),
+                     m=20, seed=0, domain=pk.Box(x=(0.0, 1.0)), conditions=[robin])
+    assert model.equation_parameters()["robin.k"] == pytest.approx(0.5)
+    pk.fit(model, num_steps=600, lr=0.02, progress=False, seed=0)
+    k = model.equation_parameters()["robin.k"]
+    f = model(torch.tensor([[1.0 - 1e-4], [1.0]], dtype=D))[0]
+    assert abs(k - 0.5) > 0.05 and abs(k - float((f[1] - f[0]) / 1e-4 / f[1])) < 0.05, k

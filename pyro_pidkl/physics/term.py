@@ -69,7 +69,8 @@ class PhysicsTerm(PyroModule):
         with a prior); default an :class:`~pyro.infer.autoguide.AutoNormal` started at their
         initial values.
     :param conditions: boundary and initial conditions (:class:`~pyro_pidkl.physics.Condition`,
-        periodic ones included, with fixed parameters): each adds
+        periodic ones included; their own coefficients learned as point estimates and
+        reported as ``"name.k"``): each adds
         :math:`\gamma \log \mathcal{N}(\mathcal{B}[f_\epsilon](X_c) - h_c \mid 0,
         s_c^2 I)` at its own points (site ``conditions``), :math:`s_c^2` its
         ``residual_noise`` in the user's units squared when given, else learned (from
@@ -105,9 +106,9 @@ class PhysicsTerm(PyroModule):
                 raise TypeError(f"Expected conditions to be pyro_pidkl.physics.Condition "
                                 f"objects; got {type(c).__name__}")
             if isinstance(c.operator, Equation) and any(
-                    not spec.fixed for spec in c.operator.specs.values()):
-                raise ValueError(f"Expected the parameters of condition {c.name!r} to be "
-                                 f"fixed in PI-DKL's term (the conditioned GP learns them)")
+                    spec.prior is not None for spec in c.operator.specs.values()):
+                raise ValueError(f"Expected the parameters of condition {c.name!r} without a "
+                                 f"prior (they are learned as point estimates)")
         self.input_names = None   # set by attach()
         self._plan = None         # the derivatives psi asked for last time
 
@@ -151,16 +152,19 @@ class PhysicsTerm(PyroModule):
 
     def _attach_conditions(self, gp):
         names, d = gp.input_names, len(gp.input_names)
-        self._condition_equations = []
+        equations = []
         for c in self.conditions:
             if c.points.shape[1] != d:
                 raise ValueError(f"Expected the points of {c.name!r} to have shape (K, {d}) for "
                                  f"inputs {tuple(names)}; got {tuple(c.points.shape)}")
             eq = c.equation(self.equation.inputs)
             eq.check_inputs(names)
-            self._condition_equations.append(eq)
+            equations.append(eq)
         if not self.conditions:
+            self._condition_equations = []
             return
+        # a module list: a condition's own coefficients (a Robin k) are learned with the rest
+        self._condition_equations = PyroModule[torch.nn.ModuleList](equations)
         scale = float(gp.standardizer.y_scale)
         given = [c.residual_noise for c in self.conditions]
         self.register_buffer("_condition_given", torch.tensor(
@@ -318,9 +322,13 @@ class PhysicsTerm(PyroModule):
         Bayesian ones)."""
         posterior = self.equation_posterior(num_samples=501) if self.bayesian_sites else {}
         with torch.no_grad():
-            return {name: posterior[name]["median"] if name in posterior
-                    else getattr(self.equation, name).detach().cpu().tolist()
-                    for name in self.equation.parameter_names}
+            out = {name: posterior[name]["median"] if name in posterior
+                   else getattr(self.equation, name).detach().cpu().tolist()
+                   for name in self.equation.parameter_names}
+            for c, eq in zip(self.conditions, self._condition_equations):
+                out.update({f"{c.name}.{n}": getattr(eq, n).detach().cpu().tolist()
+                            for n, spec in eq.specs.items() if not spec.fixed})
+            return out
 
     def extra_repr(self):
         return f"gamma={self.gamma}, m={self.m}, draw={self.draw!r}"
