@@ -24,6 +24,7 @@ _SOURCES = {
     "cross_validate": "infer", "default_elbo": "infer", "fit": "infer", "fit_lbfgs": "infer",
     "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
     "torch_threads": "infer", "training_objective": "infer",
+    "CoefficientSamples": "infer", "sample_coefficients": "infer",
     "MLP": "kernels", "feature_jet": "kernels",
     "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
     "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",

@@ -48,6 +48,7 @@ stored linearisation point in local variables and never writes it;
 """
 
 import contextlib
+import copy
 import itertools
 import math
 
@@ -197,10 +198,7 @@ class PhysicsConditionedGP(ExactGP):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
-        if any(spec.prior is not None for spec in equation.specs.values()):
-            raise ValueError("PhysicsConditionedGP learns equation parameters by the marginal "
-                             "likelihood; declare them without a prior (coefficient_intervals() "
-                             "gives a Laplace interval)")
+        equation = self._with_point_priors(equation)
         input_names = equation_input_names(X, input_names, equation)
         super().__init__(X, y, input_names, noise=1e-2 if noise is None else noise,
                          noise_floor=noise_floor, **kwargs)
@@ -295,6 +293,31 @@ class PhysicsConditionedGP(ExactGP):
                                          x_scale=(high - low) / math.sqrt(12.0))
         self.X_s = self.standardizer.x_to_model(self.X)
         self.y_s = self.standardizer.y_to_model(self.y)
+
+    @staticmethod
+    def _with_point_priors(equation):
+        """The equation, or a copy of it in which a coefficient declared with a prior is a
+        parameter (its prior enters the objective: a MAP estimate, and the density that
+        :func:`~pyro_pidkl.infer.nuts.sample_coefficients` samples), not a sample site."""
+        if not any(spec.prior is not None and not spec.fixed
+                   for spec in equation.specs.values()):
+            return equation
+        equation = copy.deepcopy(equation)
+        for name, spec in equation.specs.items():
+            if spec.prior is not None and not spec.fixed:
+                delattr(equation, name)
+                setattr(equation, name, PyroParam(spec.init.clone(), spec.constraint))
+        return equation
+
+    def log_prior(self):
+        r""":math:`\sum \log p(\theta)` over the learned coefficients declared with a prior
+        (0 without any)."""
+        total = 0.0
+        for _, owner, p in self._coefficients():
+            spec = owner.specs[p]
+            if spec.prior is not None:
+                total = total + spec.prior.log_prob(getattr(owner, p)).sum()
+        return total
 
     def _make_kernel(self, kernel, feature_net):
         if kernel == "se":
@@ -927,7 +950,7 @@ class PhysicsConditionedGP(ExactGP):
             value = joint.log_prob(profile=True)
         if self.source_kind == "gp" and self.source_prior is not None:
             value = value + self.source_prior.log_prob(self.source_kernel.variance)
-        return value
+        return value + self.log_prior()
 
     @own_parameters
     def training_objective(self):
@@ -962,6 +985,13 @@ class PhysicsConditionedGP(ExactGP):
                and "iwarping_fn" not in name
                and p.requires_grad and p is not profiled]
         return names, theta, eta
+
+    def _potential(self):
+        """The negative objective at the converged linearisation, differentiable once
+        (closed-form gradients): what NUTS needs. A linear equation needs no Gauss-Newton
+        solve: its linearisation does not depend on the point."""
+        f0 = self.f0 if self.linear else self.solve()[1]
+        return -self._objective(self.joint(*self.linearise(f0)))
 
     def _laplace_loss(self):
         """The negative objective at the converged linearisation, twice differentiable."""
