@@ -567,3 +567,18 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     none.fitted.fill_(True)
     with pytest.raises(ValueError, match="learned coefficients"):
         pk.sample_coefficients(none)
+
+
+@pytest.mark.parametrize("guide", ["mvn", "iaf"])
+def test_an_autoguide_over_the_coefficients_agrees_with_nuts(guide):
+    """SVI with AutoMultivariateNormal or an IAF flow over omega and zeta at the fitted GP
+    parameters: means near the truth, 90% intervals covering it (NUTS: 2.005, 0.156)."""
+    model, data = _oscillator_model()
+    pk.fit(model, progress=False)
+    post = pk.fit_coefficient_guide(model, guide=guide, num_steps=300, num_samples=500)
+    s = post.summary(0.9)
+    for name, truth, tol in (("omega", 2.0, 0.03), ("zeta", 0.15, 0.02)):
+        assert abs(s[name]["mean"] - truth) < tol and s[name]["lower"] < truth < s[name]["upper"], s
+    assert len(post.losses) == 300
+    with pytest.raises(ValueError, match="guide to be one of"):
+        pk.fit_coefficient_guide(model, guide="laplace")

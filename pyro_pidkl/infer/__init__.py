@@ -3,7 +3,7 @@ training."""
 
 from .elbo import PriorGuideELBO
 from .lbfgs import fit_lbfgs
-from .nuts import CoefficientSamples, sample_coefficients
+from .nuts import CoefficientSamples, fit_coefficient_guide, sample_coefficients
 from .restarts import Ensemble, fit_restarts, training_objective
 from .selection import CVResult, cross_validate, holdout_split, kfold_splits
 from .svi import FitResult, default_elbo, fit, svi_step
@@ -11,5 +11,5 @@ from .threads import fit_threads, torch_threads
 from .workers import worker_init
 
 __all__ = ["CVResult", "CoefficientSamples", "Ensemble", "FitResult", "PriorGuideELBO", "cross_validate",
-           "default_elbo", "fit", "fit_lbfgs", "fit_restarts", "fit_threads", "holdout_split",
+           "default_elbo", "fit", "fit_coefficient_guide", "fit_lbfgs", "fit_restarts", "fit_threads", "holdout_split",
            "kfold_splits", "sample_coefficients", "svi_step", "torch_threads", "training_objective", "worker_init"]
