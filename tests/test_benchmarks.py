@@ -152,3 +152,13 @@ def test_the_boundary_benchmark_measures_with_and_without_conditions():
     rec = b.data_case("heat_neumann_data", "pcgp", 0)
     assert rec["rmse"] < 0.05 and 0 <= rec["coverage95"] <= 1
     assert {k for k, _ in [(m["case"], 0) for m, _ in b.jobs()]} >= {"poisson_L", "kdv", "beam"}
+
+
+def test_the_inference_benchmark_scores_every_method_on_one_fit():
+    inf = _load("inference")
+    recs = inf.run_one(("oscillator", 0, 10, 10, 10, None))
+    assert [r["method"] for r in recs] == list(inf.METHODS)
+    for r in recs:
+        assert "error" not in r, r
+        assert set(r["params"]) == {"omega", "zeta"} and 0 <= r["coverage95"] <= 1
+    assert recs[0]["params"]["omega"] == pytest.approx(2.0, abs=0.05)     # the fit's MAP
