@@ -83,9 +83,9 @@ class CoefficientSamples:
         """``{name: {"mean", "median", "lower", "upper", "r_hat", "n_eff"}}`` with the
         central ``prob`` interval."""
         lo, hi = (1 - prob) / 2, (1 + prob) / 2
+        d = self.diagnostics.get("theta", {})
         out = {}
         for k, (name, draws) in enumerate(self.samples.items()):
-            d = self.diagnostics.get("theta", {})
             out[name] = {"mean": float(draws.mean()), "median": float(draws.median()),
                          "lower": float(torch.quantile(draws, lo)),
                          "upper": float(torch.quantile(draws, hi)),
@@ -136,6 +136,22 @@ class CoefficientSamples:
         return from_dict({"posterior": posterior, "sample_stats": {"diverging": diverging}})
 
 
+def _fitted_coefficients(model):
+    """``(thetas, sizes, start)`` of a fitted conditioned GP's learned coefficients: their
+    unconstrained tensors, sizes, and values at the fit (one flat tensor); refused in one
+    line for another model, an unfitted one or one without learned coefficients."""
+    if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
+        raise TypeError(f"Expected a PhysicsConditionedGP; got {type(model).__name__}")
+    if not bool(getattr(model, "fitted", False)):
+        raise ValueError("Expected a fitted model: call pk.fit(model) first (the GP's "
+                         "parameters are held at their fitted values)")
+    names, thetas, _ = model._laplace_parameters(False)
+    if not names:
+        raise ValueError("Expected a model with learned coefficients; it has none")
+    return (thetas, [t.numel() for t in thetas],
+            torch.cat([t.detach().reshape(-1) for t in thetas]))
+
+
 def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, seed=0,
                         progress=False, target_accept_prob=0.8, threads="auto"):
     r"""Draw the equation coefficients of a fitted
@@ -147,19 +163,10 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
     :param threads: torch threads while sampling, as :func:`~pyro_pidkl.infer.fit`'s.
     :returns: :class:`CoefficientSamples`.
     """
-    if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
-        raise TypeError(f"Expected a PhysicsConditionedGP; got {type(model).__name__}")
-    if not bool(getattr(model, "fitted", False)):
-        raise ValueError("Expected a fitted model: call pk.fit(model) first (NUTS holds the "
-                         "GP's parameters at their fitted values)")
-    names, thetas, _ = model._laplace_parameters(False)
-    if not names:
-        raise ValueError("Expected a model with learned coefficients; it has none")
+    thetas, sizes, start = _fitted_coefficients(model)
     num_warmup = positive_int(num_warmup, "num_warmup", minimum=0)
     num_samples = positive_int(num_samples, "num_samples")
     num_chains = positive_int(num_chains, "num_chains")
-    sizes = [t.numel() for t in thetas]
-    start = torch.cat([t.detach().reshape(-1) for t in thetas])
 
     def potential(params):
         return _Potential.apply(params["theta"], model, thetas, sizes)
@@ -211,8 +218,8 @@ def fit_coefficient_guide(model, guide="mvn", num_steps=1000, lr=0.02, num_sampl
     :func:`sample_coefficients` (on the unconstrained scale, GP parameters held) as a Pyro
     model with one site ``z``, the coefficients :math:`u = \hat u + L z` whitened by their
     Laplace covariance :math:`L L^\top` at the fit, an autoguide fitted by SVI
-    (``Trace_ELBO``, Adam), then ``num_samples`` draws from it. Four particles per step, the learning rate decaying
-    tenfold from ``lr`` over the fit.
+    (``Trace_ELBO``, Adam), then ``num_samples`` draws from it. Four particles per step,
+    the learning rate decaying tenfold from ``lr`` over the fit.
 
     :param str guide: ``"normal"`` (``AutoNormal``, a diagonal Gaussian), ``"mvn"``
         (``AutoMultivariateNormal``, default) or ``"iaf"`` (``AutoIAFNormal``, a
@@ -226,17 +233,9 @@ def fit_coefficient_guide(model, guide="mvn", num_steps=1000, lr=0.02, num_sampl
 
     if guide not in GUIDES:
         raise ValueError(f"Expected guide to be one of {tuple(GUIDES)}; got {guide!r}")
-    if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
-        raise TypeError(f"Expected a PhysicsConditionedGP; got {type(model).__name__}")
-    if not bool(getattr(model, "fitted", False)):
-        raise ValueError("Expected a fitted model: call pk.fit(model) first")
-    names, thetas, _ = model._laplace_parameters(False)
-    if not names:
-        raise ValueError("Expected a model with learned coefficients; it has none")
+    thetas, sizes, start = _fitted_coefficients(model)
     num_steps = positive_int(num_steps, "num_steps")
     num_samples = positive_int(num_samples, "num_samples")
-    sizes = [t.numel() for t in thetas]
-    start = torch.cat([t.detach().reshape(-1) for t in thetas])
     p = start.numel()
 
     # the site is z, u = start + L z with L L' the Laplace covariance of the coefficients

@@ -98,7 +98,6 @@ def divergence_advice(model, method="adam"):
         tries = ["a larger residual_noise", "fewer collocation points"]
         if method == "adam" and getattr(model, "deterministic", False):
             tries.insert(0, "method='lbfgs'")
-    tries = [t for t in tries if t]
     return "Try " + (", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1
                      else tries[0]) + "."
 
