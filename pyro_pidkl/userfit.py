@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .physics import library
+from .physics.collocation import collocation_points
 from .physics.domain import Box
 from .physics.equation import Equation
 
@@ -103,12 +104,6 @@ def load_equation(spec, params=()):
     return next(iter(found.values()))
 
 
-def _grid(box, names, n):
-    axes = [torch.linspace(float(box.low[j]), float(box.high[j]), n, dtype=torch.float64)
-            for j in range(len(names))]
-    return torch.cartesian_prod(*axes).reshape(-1, len(names))
-
-
 def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp", domain=None,
               source="zero", collocation=None, predict=None, grid=None, out=None, seed=0,
               threads="auto", progress=True, echo=print):
@@ -183,7 +178,7 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
             Xp = torch.as_tensor(np.stack([new[c] for c in inputs], 1))
         else:
             resolved = box.resolve(X, inputs)
-            Xp = _grid(resolved, inputs, int(grid))
+            Xp = collocation_points(resolved, int(grid) ** len(inputs), "grid")
         mean, var = m(Xp)
         sd = var.clamp(min=0).sqrt()
         out = out or "predictions.csv"

@@ -109,7 +109,6 @@ def _files_command(args, parser):
             parser.error(f"--{flag} is for the built-in examples; with --data the fit runs at "
                          f"the model's defaults")
     _threads(args.threads)
-    from ..physics.domain import Box  # noqa: F401  (checks the install before the work)
     from ..userfit import fit_files, parse_domain
 
     summary = fit_files(args.data, args.equation, inputs=args.inputs, target=args.target,

@@ -19,17 +19,16 @@ import math
 
 import numpy as np
 import torch
-from scipy.stats import qmc
-
+from .collocation import _unit_points
 from .domain import Box
 
 __all__ = ["Difference", "Disk", "Polygon", "Rectangle", "Shape", "TimeProduct"]
 
 
 def _sobol(d, n, seed):
-    """``n`` scrambled Sobol points in ``[0, 1]^d`` (float64 numpy)."""
-    m = max(1, math.ceil(math.log2(max(n, 2))))
-    return qmc.Sobol(d, scramble=True, seed=seed).random(2 ** m)[:n]
+    """``n`` scrambled Sobol points in ``[0, 1]^d`` (float64 numpy): the collocation
+    designs' own."""
+    return _unit_points(d, n, "sobol", seed, torch.float64).numpy()
 
 
 class Shape:
