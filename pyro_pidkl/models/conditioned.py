@@ -526,22 +526,13 @@ class PhysicsConditionedGP(ExactGP):
             if not isinstance(c, Condition):
                 raise TypeError(f"Expected conditions to be pyro_pidkl.physics.Condition "
                                 f"objects; got {type(c).__name__}")
-            if c.points.shape[1] != self.input_dim:
-                raise ValueError(f"Expected the points of {c.name!r} to have shape (K, "
-                                 f"{self.input_dim}) for inputs {tuple(self.input_names)}; got "
-                                 f"{tuple(c.points.shape)}")
-            if c.pair is not None and c.pair.shape[1] != self.input_dim:
-                raise ValueError(f"Expected the pairs of {c.name!r} to have shape (K, "
-                                 f"{self.input_dim}); got {tuple(c.pair.shape)}")
         # points: the equation's, the conditions', then every periodic condition's first
         # points and last their pairs (whose rows are the differences)
         conditions = ([c for c in conditions if c.pair is None]
                       + [c for c in conditions if c.pair is not None])
         self.conditions = conditions
         self.condition_equations = PyroModule[torch.nn.ModuleList](
-            [c.equation(self.equation.inputs) for c in conditions])
-        for eq in self.condition_equations:
-            eq.check_inputs(self.input_names)
+            [c.bind(self.input_names, self.equation.inputs) for c in conditions])
         self.periodic_pairs = sum(c.points.shape[0] for c in conditions if c.pair is not None)
         self.condition_rows = sum(c.points.shape[0] for c in conditions) + self.periodic_pairs
         rows = [torch.full((c.points.shape[0],), -1.0 if c.residual_noise is None

@@ -70,6 +70,22 @@ class Condition:
         out.pair = B
         return out
 
+    def bind(self, input_names, inputs):
+        """The operator as an :class:`~pyro_pidkl.physics.Equation` for a model of inputs
+        ``input_names`` (the model's equation reading ``inputs``), once the points (and a
+        periodic condition's pairs) have a column per input and the operator reads only
+        those inputs: what every model that takes conditions calls."""
+        d = len(input_names)
+        if self.points.shape[1] != d:
+            raise ValueError(f"Expected the points of {self.name!r} to have shape (K, {d}) for "
+                             f"inputs {tuple(input_names)}; got {tuple(self.points.shape)}")
+        if self.pair is not None and self.pair.shape[1] != d:
+            raise ValueError(f"Expected the pairs of {self.name!r} to have shape (K, {d}); "
+                             f"got {tuple(self.pair.shape)}")
+        eq = self.equation(inputs)
+        eq.check_inputs(input_names)
+        return eq
+
     def equation(self, inputs):
         """The operator as an :class:`~pyro_pidkl.physics.Equation` over ``inputs``."""
         if isinstance(self.operator, Equation):

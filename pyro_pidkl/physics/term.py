@@ -151,15 +151,7 @@ class PhysicsTerm(PyroModule):
         return self
 
     def _attach_conditions(self, gp):
-        names, d = gp.input_names, len(gp.input_names)
-        equations = []
-        for c in self.conditions:
-            if c.points.shape[1] != d:
-                raise ValueError(f"Expected the points of {c.name!r} to have shape (K, {d}) for "
-                                 f"inputs {tuple(names)}; got {tuple(c.points.shape)}")
-            eq = c.equation(self.equation.inputs)
-            eq.check_inputs(names)
-            equations.append(eq)
+        equations = [c.bind(gp.input_names, self.equation.inputs) for c in self.conditions]
         if not self.conditions:
             self._condition_equations = []
             return
