@@ -122,7 +122,8 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
     names, sizes, H, cov = _hessian(model, nuisance, prior_sd)
     if not names:
         return {}
-    free = ~torch.isfinite(laplace_covariance(H, sum(sizes)).diagonal()[:sum(sizes)])
+    plain = cov if prior_sd is None else laplace_covariance(H, sum(sizes))   # no prior
+    free = ~torch.isfinite(plain.diagonal()[:sum(sizes)])
     _, theta, _ = model._laplace_parameters(False)
     sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
     z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
