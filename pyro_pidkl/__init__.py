@@ -30,7 +30,8 @@ _SOURCES = {
     "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
     "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",
     "SparsePIDKL": "models", "collocation_points": "models",
-    "Box": "physics", "Condition": "physics", "Equation": "physics", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
+    "Box": "physics", "Condition": "physics", "Equation": "physics",
+    "EquationSystem": "physics", "ConditionedSystemGP": "models", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
     "PhysicsTerm": "physics",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")

@@ -12,10 +12,14 @@ from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import (PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold,
                         load_reference_diffusion, load_reference_ode)
+from .systems import SYSTEMS, SystemProblem, system_problem
 from .synthetic import (simulate_diffusion_1d, simulate_first_order_ode, solve_diffusion_1d,
                         solve_first_order_ode)
 
 __all__ = [
+    "SYSTEMS",
+    "SystemProblem",
+    "system_problem",
     "CLASSES",
     "Dataset",
     "ManufacturedProblem",

@@ -192,6 +192,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     many = subset is not None and hasattr(model, "collocation_subset")
     try:
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
+            _continue(model, elbo, max_iter, tol, bar, result)
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
         if not math.isfinite(best[0]):
             raise FitDivergedError("The fit failed from every start. "
@@ -241,6 +242,23 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
             value = _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
             best = (value, best[1], None)
     return best
+
+
+def _continue(model, elbo, max_iter, tol, bar, result):
+    """The stages of a model's ``continuation()`` (a generator that sets each stage's state
+    and puts the model's own back when it ends), each fitted loosely from the last: an
+    objective made smooth (the equations held loosely) and tightened stage by stage, so
+    that the starts begin in the basin of the loose problem's optimum. A stage that fails
+    ends the continuation where it is."""
+    stages = getattr(model, "continuation", None)
+    if stages is None:
+        return
+    for _ in stages():
+        pyro.clear_param_store()
+        try:
+            _one_start(model, elbo, min(max_iter, 100), max(tol, 1e-5), 3, bar, result)
+        except FitDivergedError:
+            break
 
 
 def _mark_fitted(model):

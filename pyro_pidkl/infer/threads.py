@@ -29,8 +29,8 @@ def problem_size(model):
     """Rows of the model's largest dense matrix, roughly: data plus collocation points."""
     rows = int(getattr(model, "X", torch.empty(0)).shape[0])
     Z = getattr(model, "Z", None)
-    if isinstance(Z, torch.Tensor) and Z.dim() == 2:
-        rows += int(Z.shape[0])
+    if isinstance(Z, torch.Tensor) and Z.dim() == 2:     # a system: E equations at each
+        rows += int(Z.shape[0]) * int(getattr(model, "num_equations", 1))
     physics = getattr(model, "physics", None)
     rows += int(getattr(physics, "m", 0) or 0)
     return rows

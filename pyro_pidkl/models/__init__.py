@@ -8,6 +8,7 @@ from .exact_gp import ExactGP
 from .lfm import LFM
 from .pidkl import PIDKL
 from .sparse import SparseGP, SparsePIDKL
+from .system import ConditionedSystemGP
 
-__all__ = ["ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
+__all__ = ["ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
            "SparseGP", "SparsePIDKL", "collocation_points"]

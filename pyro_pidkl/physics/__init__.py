@@ -7,6 +7,7 @@ from .domain import Box, Gaussian
 from .equation import Equation, Parameter
 from .geometry import Difference, Disk, Polygon, Rectangle, Shape, TimeProduct
 from .linearise import JetField, Linearisation, is_linear, linearise
+from .system import EquationSystem, is_linear_system, linearise_system
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
 
@@ -16,6 +17,7 @@ __all__ = [
     "Difference",
     "Disk",
     "Equation",
+    "EquationSystem",
     "Gaussian",
     "Field",
     "Inputs",
@@ -35,6 +37,8 @@ __all__ = [
     "first_order_ode",
     "heat_1d",
     "is_linear",
+    "is_linear_system",
     "linearise",
+    "linearise_system",
     "poisson_2d",
 ]

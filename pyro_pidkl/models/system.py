@@ -1,0 +1,647 @@
+r"""Several unknown functions conditioned jointly on their data and on a system of equations.
+
+Each output :math:`f_c` (:math:`c = 1..C`) has its own GP prior, independent a priori,
+
+.. math:: f_c = \mu_c + s_{y,c}\,(m_c + g_c(u)), \qquad g_c \sim GP(0, k_c),
+
+(:math:`u` the inputs standardised by the domain, :math:`\mu_c, s_{y,c}` the output's
+standardisation, :math:`m_c` a learned constant, :math:`k_c` SE-ARD). The system
+:math:`\psi_e[f_1..f_C] = 0` (:class:`~pyro_pidkl.physics.EquationSystem`), linearised
+around the jets of the current posterior means (exact for a linear system; Gauss-Newton for
+a nonlinear one, as in :class:`~pyro_pidkl.models.PhysicsConditionedGP`),
+
+.. math::
+    \psi_e[f](z) \approx b_e(z) + \sum_{c,\alpha} w_{e,c,\alpha}(z)\,\partial^\alpha g_c(z),
+
+gives ``E`` virtual observations at each of ``M`` collocation points. Because the outputs
+are independent a priori, their covariances are sums over outputs,
+
+.. math::
+    \operatorname{cov}(v_e, v_{e'}) = \sum_c \mathcal{L}_{e,c} \mathcal{L}'_{e',c}\,k_c(Z, Z)
+        + \tau\,\operatorname{diag}, \qquad
+    \operatorname{cov}(v_e, y_c) = \mathcal{L}_{e,c}\, k_c(Z, X_c), \qquad
+    \operatorname{cov}(y_c, y_{c'}) = \delta_{cc'} (k_c(X_c, X_c) + \sigma_c^2 I),
+
+so an output that is never observed is still determined, with an interval, through the
+equations that couple it to the others. Kernels, means, noises and the system's unknown
+coefficients maximise :math:`\log p(y \mid v)` (or :math:`\log p(v, y)`,
+``objective="joint"``) with L-BFGS (:func:`~pyro_pidkl.infer.fit`); Laplace intervals for
+the coefficients come from :func:`~pyro_pidkl.infer.laplace.coefficient_intervals`, and
+predictions carry them as the single-output model's do.
+"""
+
+import math
+
+import numpy as np
+import pyro
+import torch
+from pyro.nn import PyroModule, PyroParam, pyro_method
+from torch.distributions import constraints
+
+from ..checks import positive_int, warn
+from ..gp.data_fit import fit_data_only
+from ..gp.joint import JointGaussian
+from ..infer.laplace import (coefficient_intervals, laplace, laplace_covariance, parameters_at,
+                             sigma_points)
+from ..kernels.operators import OperatorCovariance
+from ..kernels.se import se_ard
+from ..physics.collocation import collocation_points
+from ..physics.domain import Box
+from ..physics.system import EquationSystem, is_linear_system, linearise_system
+from .conditioned import ConvergenceWarning, GaussNewtonResult
+from .system_data import split_by_output
+
+__all__ = ["ConditionedSystemGP"]
+
+
+class ConditionedSystemGP(PyroModule):
+    r"""GPs of a system's outputs conditioned on their data and on the system (module
+    docstring).
+
+    :param system: an :class:`~pyro_pidkl.physics.EquationSystem`.
+    :param data: ``{output: (X_c, y_c)}`` (each output at its own inputs; outputs left out
+        are never observed) or ``(X, Y)`` with ``Y`` ``(N, C)`` and ``NaN`` where not
+        observed (:func:`~pyro_pidkl.models.system_data.split_by_output`).
+    :param input_names: the names of the input columns (default: the system's ``inputs``).
+    :param domain: a :class:`~pyro_pidkl.physics.Box` where the system holds (default: the
+        data's box; give the whole interval to predict beyond the data).
+    :param collocation: the number of collocation points (default ``200 d``) or an
+        ``(M, d)`` tensor; every equation holds at each of them.
+    :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
+    :param float residual_noise: :math:`\tau`, each equation's residual variance relative to
+        its prior variance at the point (as :class:`PhysicsConditionedGP`).
+    :param scales: ``{output: (loc, scale)}``: where an output's prior is centred and its
+        size, in user units (default: its data's mean and spread; for an output never
+        observed, ``(0, 1)``: give them when its size is known roughly).
+    :param learn_noise: learn each observed output's noise (``True``), hold it at
+        ``noise`` (``False``), or (``None``, default) learn it for outputs with ten data or
+        more.
+    :param float noise: noise variance in the output's standardised units (where a learned
+        noise starts when there is no data-only fit to start from).
+    :param str objective: ``"conditional"`` (default, :math:`\log p(y \mid v)`) or
+        ``"joint"``.
+    :param bool parameter_uncertainty: predictions carry the coefficients' Laplace
+        uncertainty once fitted (as :class:`PhysicsConditionedGP`).
+    """
+
+    deterministic = True
+    guide_is_prior = True
+
+    def __init__(self, system, data, input_names=None, domain=None, collocation=None,
+                 design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
+                 noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
+                 newton_max_iter=30, seed=0, parameter_uncertainty=True,
+                 dtype=torch.float64):
+        super().__init__()
+        if not isinstance(system, EquationSystem):
+            raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
+                            f"{type(system).__name__}")
+        self.system = system
+        self.outputs = system.outputs
+        parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
+        system.check_inputs(names)
+        self.input_names, self.input_dim = names, len(names)
+        C = len(self.outputs)
+        X_all = torch.cat([X for X, _ in parts])
+        self.domain = (domain or Box()).resolve(X_all, names)
+        low, high = self.domain.low, self.domain.high
+        self.register_buffer("x_loc", (low + high) / 2)
+        self.register_buffer("x_scale", (high - low) / math.sqrt(12.0))
+        scales = dict(scales or {})
+        unknown = [k for k in scales if k not in self.outputs]
+        if unknown:
+            raise ValueError(f"Expected scales for outputs among {self.outputs}; got "
+                             f"{tuple(unknown)}")
+        self.X_by_output, self.y_by_output, self.X_s, self.y_s = [], [], [], []
+        locs, sds = [], []
+        for o, (X, y) in zip(self.outputs, parts):
+            if o in scales:
+                loc, sd = (float(v) for v in scales[o])
+            elif y.shape[0]:
+                loc, sd = float(y.mean()), float(y.std(unbiased=False))
+                sd = sd if sd > 1e-8 * max(float(y.abs().max()), 1e-300) else \
+                    max(float(y.abs().max()), 1.0)
+            else:
+                loc, sd = 0.0, 1.0
+            if not (math.isfinite(loc) and sd > 0 and math.isfinite(sd)):
+                raise ValueError(f"Expected scales[{o!r}] = (loc, scale > 0); got {(loc, sd)}")
+            locs.append(loc)
+            sds.append(sd)
+            self.X_by_output.append(X)
+            self.y_by_output.append(y)
+            self.X_s.append((X - self.x_loc) / self.x_scale)
+            self.y_s.append((y - loc) / sd)
+        self.register_buffer("y_loc", torch.tensor(locs, dtype=dtype))
+        self.register_buffer("y_scale", torch.tensor(sds, dtype=dtype))
+        self.counts = [int(y.shape[0]) for y in self.y_by_output]
+        self.register_buffer("X", X_all)       # every observation's inputs (long form)
+        # priors: one SE-ARD kernel per output, started from a data-only fit where there are
+        # data (others at the observed outputs' median lengthscale)
+        fits = [fit_data_only(U, y) if y.shape[0] >= 3 else None
+                for U, y in zip(self.X_s, self.y_s)]
+        found = [f.lengthscale for f in fits if f is not None]
+        typical = (torch.stack(found).median(0).values if found
+                   else torch.ones(self.input_dim, dtype=dtype))
+        self.kernels = PyroModule[torch.nn.ModuleList](
+            [se_ard(self.input_dim, dtype=dtype) for _ in self.outputs])
+        with torch.no_grad():
+            for kern, f in zip(self.kernels, fits):
+                kern.lengthscale = PyroParam(
+                    (f.lengthscale if f is not None else typical).clamp(0.05, 20.0).clone(),
+                    constraints.positive)
+        # an observed output's prior is centred on its data (0 after standardising); an
+        # unobserved one's centre is learned
+        self.mean_learned = [c for c in range(C) if not self.counts[c]]
+        self.register_buffer("mean_held", torch.zeros(C, dtype=dtype))
+        if self.mean_learned:
+            self.mean_unobserved = PyroParam(torch.zeros(len(self.mean_learned), dtype=dtype))
+        # noise: learned for outputs with enough data, held at its floor for the others
+        if learn_noise is None:
+            learned = [n >= 10 for n in self.counts]
+        else:
+            learned = [bool(learn_noise) and n > 0 for n in self.counts]
+        self.noise_learned = [c for c in range(C) if learned[c]]
+        start = [max(f.noise_ratio, 10 * noise_floor) if f is not None else noise
+                 for f in fits]
+        # held: at its floor by default (too few data to tell noise from signal: one
+        # initial value pins a trajectory), at ``noise`` when the user holds it
+        held = noise_floor if learn_noise is None else noise
+        self.register_buffer("noise_held", torch.full((C,), float(held), dtype=dtype))
+        if self.noise_learned:
+            self.noise = PyroParam(torch.tensor([start[c] for c in self.noise_learned],
+                                                dtype=dtype),
+                                   constraints.greater_than(float(noise_floor)))
+        Z = self._collocation(collocation, design, seed, dtype)
+        self.register_buffer("Z", Z)
+        self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
+        if not (residual_noise > 0 and math.isfinite(residual_noise)):
+            raise ValueError(f"Expected residual_noise > 0; got {residual_noise}")
+        self.register_buffer("residual_noise", torch.tensor(float(residual_noise), dtype=dtype))
+        if objective not in ("conditional", "joint"):
+            raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "
+                             f"{objective!r}")
+        self.objective = objective
+        if not newton_tol > 0:
+            raise ValueError(f"Expected newton_tol > 0; got {newton_tol!r}")
+        self.newton_tol = float(newton_tol)
+        self.newton_max_iter = positive_int(newton_max_iter, "newton_max_iter")
+        self.parameter_uncertainty = bool(parameter_uncertainty)
+        # which derivatives the system reads, how many equations, whether it is linear
+        probe = Z[:: max(1, Z.shape[0] // 16)][:16]
+        lin = linearise_system(system, [{}] * C, probe, names)
+        self.num_equations = lin.h0.shape[0]
+        indices = set().union(*lin.requested.values()) | {()}
+        self.indices = sorted(indices, key=lambda i: (len(i), i))
+        if any(len(i) > 4 for i in self.indices):
+            raise ValueError(f"System {system.name!r} reads a derivative of order above 4; "
+                             "ConditionedSystemGP supports orders up to 4")
+        self.linear = is_linear_system(system, probe, names, seed=seed)
+        self.register_buffer("f0", torch.zeros(C, len(self.indices), Z.shape[0], dtype=dtype))
+        self.register_buffer("f0_set", torch.tensor(False))
+        self.register_buffer("fitted", torch.tensor(False))
+        self._cache = None
+
+    def _collocation(self, collocation, design, seed, dtype):
+        if collocation is None:
+            collocation = 200 * self.input_dim
+        if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
+            Z = torch.as_tensor(collocation, dtype=dtype)
+            Z = Z[:, None] if Z.dim() == 1 and self.input_dim == 1 else Z
+            if Z.dim() != 2 or Z.shape[1] != self.input_dim or not bool(torch.isfinite(Z).all()):
+                raise ValueError(f"Expected finite collocation points of shape (M, "
+                                 f"{self.input_dim}); got {tuple(Z.shape)}")
+            return Z
+        return collocation_points(self.domain, positive_int(collocation, "collocation"),
+                                  design, seed).to(dtype)
+
+    # -- parameters ----------------------------------------------------------------------
+    @property
+    def mean(self):
+        r""":math:`m_c`, each output's prior centre in standardised units ``(C,)``."""
+        out = self.mean_held
+        if self.mean_learned:
+            out = out.index_put((torch.tensor(self.mean_learned),), self.mean_unobserved)
+        return out
+
+    def noises(self):
+        """Each output's noise variance in its standardised units ``(C,)``."""
+        out = self.noise_held
+        if self.noise_learned:
+            out = out.index_put((torch.tensor(self.noise_learned),), self.noise)
+        return out
+
+    def _coefficients(self):
+        return [(n, self.system, n) for n, s in self.system.specs.items() if not s.fixed]
+
+    def coefficient_spec(self, name):
+        """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
+        return self.system.specs[name]
+
+    def equation_parameters(self):
+        """Current coefficients ``{name: float or list}``."""
+        with torch.no_grad():
+            return {n: getattr(self.system, n).detach().cpu().tolist()
+                    for n in self.system.parameter_names}
+
+    def log_prior(self):
+        """The coefficients' log prior (0 without any)."""
+        total = 0.0
+        for n, spec in self.system.specs.items():
+            if spec.prior is not None and not spec.fixed:
+                total = total + spec.prior.log_prob(getattr(self.system, n)).sum()
+        return total
+
+    def continuation(self):
+        r"""The stages :func:`~pyro_pidkl.infer.fit` runs before the fit itself when the
+        system has learned coefficients: the residual noise :math:`\tau` at
+        :math:`10^{-1}, 10^{-2}, \dots` down to the model's own, each fit starting from the
+        last. Held loosely, the equations leave the GPs to follow the data and the
+        coefficients' objective has one broad optimum (close to gradient matching); held
+        tightly from the start, the marginal likelihood of an oscillator's coefficients has
+        many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at c = 0.9 with
+        the truth's 3.0 a hundred nats better). The model's :math:`\tau` is put back at the
+        end."""
+        if not self._coefficients():
+            return
+        if all(self.counts):
+            self.match_gradients()
+        target = float(self.residual_noise)
+        tau = 1e-1
+        try:
+            while tau > 10 * target:
+                self.residual_noise.fill_(tau)
+                self._cache = None
+                yield tau
+                tau /= 10
+        finally:
+            self.residual_noise.fill_(target)
+            self._cache = None
+
+    default_restarts = 0
+
+    def match_gradients(self, max_iter=200):
+        r"""Set the learned coefficients by gradient matching (Varah 1982; Ramsay et al.
+        2007's starting point): the least-squares fit of the residuals
+        :math:`\sum_e \overline{\psi_e[\hat f](Z)^2}` at the jets :math:`\hat f` of each
+        output's data-only GP mean, each equation scaled by its mean square at the start.
+        Cheap, and close enough for the continuation to start in the right basin; needs
+        every output observed (it is what :meth:`continuation` does first then).
+
+        :returns: the fitted coefficients ``{name: value}``."""
+        import scipy.optimize
+        with torch.no_grad():
+            jets = self._data_jet()
+        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in self._coefficients()]
+        sizes = [t.numel() for t in theta]
+        start = [t.detach().clone() for t in theta]
+
+        def residuals():
+            lin = linearise_system(self.system, [{i: jets[c, k] for k, i in
+                                                  enumerate(self.indices)}
+                                                 for c in range(len(self.outputs))],
+                                   self.Z, self.input_names)
+            return lin.h0
+
+        with torch.no_grad():
+            weight = residuals().pow(2).mean(1).clamp(min=1e-300)
+
+        def fun(x):
+            with torch.no_grad():
+                for t, v in zip(theta, torch.split(torch.as_tensor(x, dtype=self.Z.dtype),
+                                                   sizes)):
+                    t.copy_(v.reshape(t.shape))
+            for t in theta:
+                t.grad = None
+            value = (residuals().pow(2).mean(1) / weight).sum()
+            value.backward()
+            grad = torch.cat([(t.grad if t.grad is not None else torch.zeros_like(t))
+                              .reshape(-1) for t in theta])
+            if not (torch.isfinite(value) and bool(torch.isfinite(grad).all())):
+                return 1e300, np.zeros(sum(sizes))
+            return float(value.detach()), grad.detach().numpy()
+
+        x0 = torch.cat([t.reshape(-1) for t in start]).numpy()
+        res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
+                                      options={"maxiter": max_iter})
+        best = res.x if res.fun < fun(x0)[0] else x0
+        fun(best)
+        self._cache = None
+        return self.equation_parameters()
+
+    def parameter_bounds(self):
+        """Lengthscales stay above half the spacing of the points (as
+        :meth:`PhysicsConditionedGP.parameter_bounds`)."""
+        n = sum(self.counts) + self.Z.shape[0]
+        low = math.log(0.5 * math.sqrt(12.0) / n ** (1.0 / self.input_dim))
+        return {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
+
+    # -- the joint Gaussian ----------------------------------------------------------------
+    def operators(self, twice_differentiable=False):
+        """Per output, its kernel's operator covariances Z-Z and Z-X_c."""
+        return [(OperatorCovariance(k, self.Z_s, self.Z_s, twice_differentiable),
+                 OperatorCovariance(k, self.Z_s, U, twice_differentiable))
+                for k, U in zip(self.kernels, self.X_s)]
+
+    def linearise(self, f0):
+        r"""The system at Z linearised around the jets ``f0`` ``(C, len(indices), M)`` (user
+        units) and written for the standardised :math:`g_c`: ``(w, b)`` with ``w``
+        ``{(e, c): {alpha: (M,)}}`` and ``b`` ``(E, M)``, the constant part (the outputs'
+        means included)."""
+        lin = linearise_system(self.system, [{i: f0[c, k] for k, i in enumerate(self.indices)}
+                                             for c in range(len(self.outputs))],
+                               self.Z, self.input_names)
+        levels = self.y_loc + self.y_scale * self.mean
+        w, b = {}, list(lin.offset)
+        for (e, c), coef in lin.coefficients.items():
+            w[(e, c)] = {i: v * self.y_scale[c] / torch.prod(self.x_scale[list(i)])
+                         for i, v in coef.items()}
+            if () in coef:
+                b[e] = b[e] + coef[()] * levels[c]
+        return w, torch.stack(b)
+
+    def joint(self, w, b, closed_form=True, operators=None):
+        r"""The joint Gaussian of :math:`[v_1; \dots; v_E; y_1; \dots; y_C]` (module
+        docstring)."""
+        E, C, M = self.num_equations, len(self.outputs), self.Z.shape[0]
+        ops = operators or self.operators(twice_differentiable=not closed_form)
+        rows = []
+        for e1 in range(E):
+            row = []
+            for e2 in range(E):
+                if e2 < e1:
+                    row.append(None)
+                    continue
+                block = 0.0
+                for c in range(C):
+                    wa, wb = w.get((e1, c)), w.get((e2, c))
+                    if wa is not None and wb is not None:
+                        block = block + ops[c][0](wa, wb, symmetric=(e1 == e2))
+                row.append(block if torch.is_tensor(block) else self.Z.new_zeros(M, M))
+            rows.append(row)
+        for e1 in range(E):
+            for e2 in range(e1):
+                rows[e1][e2] = rows[e2][e1].T
+        K_vv = torch.cat([torch.cat(r, 1) for r in rows], 0)
+        prior_var = K_vv.diagonal()
+        K_vv = K_vv + torch.diag(self.residual_noise * prior_var)
+        noises = self.noises()
+        cross, data = [], []
+        for c in range(C):
+            n = self.counts[c]
+            if not n:
+                continue
+            col = [ops[c][1](w[(e, c)], {(): 1.0}) if (e, c) in w else self.Z.new_zeros(M, n)
+                   for e in range(E)]
+            cross.append(torch.cat(col, 0))
+            data.append(self.kernels[c](self.X_s[c])
+                        + noises[c] * torch.eye(
+                            n, dtype=K_vv.dtype, device=K_vv.device))
+        K_vy = torch.cat(cross, 1)
+        K_yy = torch.block_diag(*data)
+        A = torch.cat([torch.cat([K_vv, K_vy], 1), torch.cat([K_vy.T, K_yy], 1)], 0)
+        obs = torch.cat([-b.reshape(-1)] + [self.y_s[c] - self.mean[c]
+                                            for c in range(C) if self.counts[c]])
+        joint = JointGaussian(A, obs, E * M, closed_form=closed_form)
+        joint.w, joint.operators = w, ops
+        return joint
+
+    def _objective(self, joint):
+        if self.objective == "conditional":
+            value = joint.log_prob_data_given_virtual()
+        else:
+            value = joint.log_prob()
+        return value + self.log_prior()
+
+    @pyro_method
+    def model(self):
+        # psi_e[f](Z) ~= b_e(Z) + sum_{c,a} w_{e,c,a}(Z) d^a g_c(Z): the system linearised
+        # around f0, the posterior means' jets of the last Gauss-Newton step
+        w, b = self.linearise(self.f0)
+        # [v; y_1..y_C] ~ N(0, A): each equation's residual observed at 0 at Z, each output's
+        # data with its own noise; the outputs are independent a priori
+        joint = self.joint(w, b)
+        # log p(y | v): the data under the GPs conditioned on the system
+        pyro.factor("data", self._objective(joint))
+        return joint
+
+    @pyro_method
+    def guide(self):
+        """No latent sites: kernels, means, noises and coefficients are point estimates."""
+
+    # -- Gauss-Newton ------------------------------------------------------------------------
+    def _state_key(self):
+        return tuple((id(t), t._version, t.data_ptr()) for t in
+                     [*self.parameters(), *self.buffers()] if t is not self.fitted)
+
+    def _offsets(self, joint):
+        """Where each output's data sit in the joint's rows: ``{c: slice}``."""
+        start, out = joint.M, {}
+        for c, n in enumerate(self.counts):
+            out[c] = slice(start, start + n)
+            start += n
+        return out
+
+    def _cross(self, joint, c, U, index=(), operators=None):
+        r"""Covariances ``(P, E M + N)`` of :math:`\partial^{index} g_c(U)` with the joint's
+        rows."""
+        E, M = self.num_equations, self.Z.shape[0]
+        UZ, UX = operators or (OperatorCovariance(self.kernels[c], U, self.Z_s),
+                               OperatorCovariance(self.kernels[c], U, self.X_s[c]))
+        parts = [UZ({index: 1.0}, joint.w[(e, c)]) if (e, c) in joint.w
+                 else U.new_zeros(U.shape[0], M) for e in range(E)]
+        for c2, n in enumerate(self.counts):
+            if n:
+                parts.append(UX({index: 1.0}, {(): 1.0}) if c2 == c
+                             else U.new_zeros(U.shape[0], n))
+        return torch.cat(parts, 1)
+
+    def _mean_jet(self, joint):
+        """The posterior means' jets at Z in user units ``(C, len(indices), M)``."""
+        alpha = joint.weights()
+        E, M = self.num_equations, self.Z.shape[0]
+        where = self._offsets(joint)
+        out = []
+        for c in range(len(self.outputs)):
+            ZZ, ZX = joint.operators[c]
+            rows = []
+            for idx in self.indices:
+                v = sum(ZZ.matvec({idx: 1.0}, joint.w[(e, c)], alpha[e * M:(e + 1) * M])
+                        for e in range(E) if (e, c) in joint.w)
+                if self.counts[c]:
+                    v = v + ZX.matvec({idx: 1.0}, {(): 1.0}, alpha[where[c]])
+                v = torch.as_tensor(v, dtype=alpha.dtype).expand(M)
+                scale = self.y_scale[c] / torch.prod(self.x_scale[list(idx)])
+                if idx == ():
+                    v = self.y_loc[c] + self.y_scale[c] * (v + self.mean[c])
+                else:
+                    v = v * scale
+                rows.append(v)
+            out.append(torch.stack(rows))
+        return torch.stack(out)
+
+    def _data_jet(self):
+        """Where Gauss-Newton starts: each observed output's data-only GP mean (its jet at
+        Z), an unobserved output's prior mean."""
+        f0 = torch.zeros_like(self.f0)
+        for c in range(len(self.outputs)):
+            f0[c, 0] = self.y_loc[c] + self.y_scale[c] * self.mean[c]
+            if not self.counts[c]:
+                continue
+            kern, U = self.kernels[c], self.X_s[c]
+            K = kern(U) + (self.noises()[c] + 1e-8) * torch.eye(
+                U.shape[0], dtype=U.dtype)
+            alpha = torch.cholesky_solve((self.y_s[c] - self.mean[c])[:, None],
+                                         torch.linalg.cholesky(K))[:, 0]
+            ZX = OperatorCovariance(kern, self.Z_s, U)
+            for k, idx in enumerate(self.indices):
+                v = ZX.matvec({idx: 1.0}, {(): 1.0}, alpha)
+                f0[c, k] = (f0[c, k] + self.y_scale[c] * v if idx == () else
+                            v * self.y_scale[c] / torch.prod(self.x_scale[list(idx)]))
+        return f0
+
+    def _residual_size(self, f0):
+        lin = linearise_system(self.system, [{i: f0[c, k] for k, i in enumerate(self.indices)}
+                                             for c in range(len(self.outputs))],
+                               self.Z, self.input_names)
+        return float(lin.h0.detach().norm())
+
+    def _gauss_newton(self, f0, max_iter=None):
+        """Damped Gauss-Newton from ``f0`` at the current parameters, in local variables
+        (as :meth:`PhysicsConditionedGP._gauss_newton`): ``(joint, f0, result)``."""
+        with torch.no_grad():
+            ops = self.operators()
+            if not self.linear and not bool(self.f0_set):
+                f0 = self._data_jet()
+            if self.linear:
+                return (self.joint(*self.linearise(f0), operators=ops), f0,
+                        GaussNewtonResult(0, True, 0.0))
+            merit, change = self._residual_size(f0), math.inf
+            orders = torch.tensor([len(i) for i in self.indices])
+            low = orders <= 1
+            for it in range(1, (max_iter or self.newton_max_iter) + 1):
+                joint = self.joint(*self.linearise(f0), operators=ops)
+                new = self._mean_jet(joint)
+                step = new - f0
+                size = new.abs().amax(2, keepdim=True).clamp(min=1e-300)
+                full = float((step.abs() / size)[:, low].max())
+                lam = 1.0
+                while True:
+                    candidate = f0 + lam * step
+                    value = self._residual_size(candidate)
+                    if full <= 1e-3 or value <= 1.01 * merit or lam <= 2 ** -6 \
+                            or not math.isfinite(merit):
+                        break
+                    lam *= 0.5
+                change = lam * full
+                if not (math.isfinite(change) and math.isfinite(value)):
+                    break
+                f0, merit = candidate, value
+                if change <= self.newton_tol:
+                    return joint, f0, GaussNewtonResult(it, True, change)
+            return joint, f0, GaussNewtonResult(it, False, change)
+
+    def solve(self):
+        """``(joint, f0, GaussNewtonResult)`` at the current parameters (pure; cached)."""
+        key = self._state_key()
+        if self._cache is None or self._cache[0] != key:
+            out = self._gauss_newton(self.f0)
+            if not out[2].converged:
+                warn(f"Gauss-Newton did not converge for system {self.system.name!r}: "
+                     f"{out[2]}", ConvergenceWarning)
+            self._cache = (key, out)
+        return self._cache[1]
+
+    def relinearise(self, max_iter=None):
+        """Move the stored linearisation point to the posterior means (the only method that
+        changes it; :func:`~pyro_pidkl.infer.fit` calls it)."""
+        out = self._gauss_newton(self.f0, max_iter)
+        if math.isfinite(out[2].change):
+            with torch.no_grad():
+                self.f0.copy_(out[1])
+                self.f0_set.fill_(True)
+            self._cache = (self._state_key(), out)
+        return out[2]
+
+    def training_objective(self):
+        """The fit's objective at the converged linearisation (a float)."""
+        with torch.no_grad():
+            return float(self._objective(self.solve()[0]))
+
+    # -- predictions -------------------------------------------------------------------------
+    def _check_new_inputs(self, Xnew):
+        X = torch.as_tensor(Xnew, dtype=self.Z.dtype)
+        X = X[:, None] if X.dim() == 1 and self.input_dim == 1 else X
+        if X.dim() != 2 or X.shape[1] != self.input_dim:
+            raise ValueError(f"Expected Xnew of shape (P, {self.input_dim}) for inputs "
+                             f"{self.input_names}; got {tuple(X.shape)}")
+        return X
+
+    def forward(self, Xnew, noiseless=True):
+        r"""Posterior means and variances of every output at ``Xnew`` ``(P, d)`` in user
+        units: ``(mean, var)``, each ``(P, C)`` in the order of ``outputs`` (with
+        ``noiseless=False`` the variance of a new observation). Pure: nothing is written."""
+        U = (self._check_new_inputs(Xnew) - self.x_loc) / self.x_scale
+        with torch.no_grad():
+            joint = self.solve()[0]
+            points = self._sigma_points()
+            names, theta, eta = self._laplace_parameters(True)
+            means, variances = [], []
+            for c, kern in enumerate(self.kernels):
+                cross = self._cross(joint, c, U)
+                mean = joint.mean(cross) + self.mean[c]
+                var = joint.variance(cross, kern(U, diag=True))
+                for pair in points:
+                    ms = []
+                    for values, at in pair:
+                        with parameters_at(theta + eta, values):
+                            ms.append(at.mean(self._cross(at, c, U)) + self.mean[c])
+                    var = var + (0.5 * (ms[0] - ms[1])).pow(2)
+                if not noiseless:
+                    var = var + self.noises()[c]
+                means.append(self.y_loc[c] + self.y_scale[c] * mean)
+                variances.append(self.y_scale[c] ** 2 * var)
+            return torch.stack(means, 1), torch.stack(variances, 1)
+
+    # -- Laplace -------------------------------------------------------------------------------
+    def _laplace_parameters(self, nuisance=True):
+        coefficients = self._coefficients()
+        names = [n for n, _, _ in coefficients]
+        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in coefficients]
+        eta = [p for name, p in self.named_parameters()
+               if nuisance and not name.startswith("system.") and p.requires_grad]
+        return names, theta, eta
+
+    def _laplace_loss(self):
+        _, f0, _ = self.solve()
+        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
+
+    def _potential(self):
+        f0 = self.f0 if self.linear else self.solve()[1]
+        return -self._objective(self.joint(*self.linearise(f0)))
+
+    def laplace(self, nuisance=True, prior_sd=None):
+        """The Laplace approximation of the coefficients (and, with ``nuisance``, the GPs'
+        parameters): ``(names, sizes, H, cov)``."""
+        key = (self._state_key(), nuisance)
+        cached = getattr(self, "_laplace_cache", None)
+        if cached is None or cached[0] != key:
+            names, sizes, H, _ = laplace(self, nuisance)
+            self._laplace_cache = (key, (names, sizes, H))
+        names, sizes, H = self._laplace_cache[1]
+        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
+
+    def coefficient_intervals(self, prob=0.9, nuisance=True):
+        """Laplace intervals of the learned coefficients
+        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`)."""
+        return coefficient_intervals(self, prob, nuisance)
+
+    def _sigma_points(self):
+        key = (self._state_key(), bool(self.fitted))
+        cached = getattr(self, "_sigma_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        points = []
+        if self.parameter_uncertainty and bool(self.fitted) and self._coefficients():
+            points = sigma_points(self)
+        self._sigma_cache = (key, points)
+        return points

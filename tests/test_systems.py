@@ -1,0 +1,196 @@
+"""Systems of equations in several unknown functions: the expansion, linearity, refusals,
+solutions against closed forms, an unobserved component recovered, purity."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import constraints
+
+import pyro_pidkl as pk
+from pyro_pidkl.physics import EquationSystem, Parameter, is_linear_system, linearise_system
+
+D = torch.float64
+
+
+def oscillator(f, x, w):
+    X, Y = f["X"], f["Y"]
+    return (X.d("t") - w * Y, Y.d("t") + w * X)
+
+
+def fitzhugh_nagumo(f, x, a, b, c):
+    V, R = f["V"], f["R"]
+    return (V.d("t") - c * (V - V ** 3 / 3 + R), R.d("t") + (V - a + b * R) / c)
+
+
+def lotka_volterra(f, x, alpha, beta, delta, gamma):
+    X, Y = f["x"], f["y"]
+    return (X.d("t") - (alpha * X - beta * X * Y), Y.d("t") - (delta * X * Y - gamma * Y))
+
+
+def _fhn(**params):
+    return EquationSystem(fitzhugh_nagumo, outputs=("V", "R"), inputs=("t",),
+                          **(params or dict(a=0.2, b=0.2, c=3.0)))
+
+
+def test_linearisation_matches_the_closed_form_jacobian():
+    g = torch.Generator().manual_seed(0)
+    Z = torch.rand(7, 1, dtype=D, generator=g)
+    V, dV, R, dR = (torch.randn(7, dtype=D, generator=g) for _ in range(4))
+    lin = linearise_system(_fhn(), [{(): V, (0,): dV}, {(): R, (0,): dR}], Z, ("t",))
+    c, a, b = 3.0, 0.2, 0.2
+    J = lin.coefficients
+    assert torch.allclose(J[(0, 0)][()], -c * (1 - V ** 2))
+    assert torch.allclose(J[(0, 0)][(0,)], torch.ones(7, dtype=D))
+    assert torch.allclose(J[(0, 1)][()], torch.full((7,), -c, dtype=D))
+    assert torch.allclose(J[(1, 0)][()], torch.full((7,), 1 / c, dtype=D))
+    assert torch.allclose(J[(1, 1)][()], torch.full((7,), b / c, dtype=D))
+    assert torch.allclose(J[(1, 1)][(0,)], torch.ones(7, dtype=D))
+    # the expansion reproduces the residual at the jet itself
+    h = torch.stack([dV - c * (V - V ** 3 / 3 + R), dR + (V - a + b * R) / c])
+    assert torch.allclose(lin.h0, h)
+    rebuilt = lin.offset + torch.stack([
+        J[(0, 0)][()] * V + J[(0, 0)][(0,)] * dV + J[(0, 1)][()] * R,
+        J[(1, 0)][()] * V + J[(1, 1)][()] * R + J[(1, 1)][(0,)] * dR])
+    assert torch.allclose(rebuilt, h)
+
+
+def test_linearity_is_decided_over_all_functions():
+    Z = torch.linspace(0, 1, 9, dtype=D)[:, None]
+    osc = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
+    lv = EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",), alpha=1.0,
+                        beta=1.0, delta=1.0, gamma=1.0)
+
+    def cubic_only(f, x):                   # f^3 vanishes to second order at f = 0
+        return (f["u"].d("t") - f["v"] ** 3, f["v"].d("t") + f["u"])
+    cubic = EquationSystem(cubic_only, outputs=("u", "v"), inputs=("t",))
+    assert is_linear_system(osc, Z, ("t",))
+    assert not is_linear_system(lv, Z, ("t",))
+    assert not is_linear_system(_fhn(), Z, ("t",))
+    assert not is_linear_system(cubic, Z, ("t",))
+
+
+def test_the_true_solution_has_zero_residual():
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=2.0)
+    Z = torch.linspace(0, 3, 11, dtype=D)[:, None]
+    H = system.residuals({"X": lambda z: torch.cos(2 * z[:, 0]),
+                          "Y": lambda z: -torch.sin(2 * z[:, 0])}, Z)
+    assert H.shape == (2, 11) and float(H.detach().abs().max()) < 1e-12
+
+
+def test_refusals_are_one_line_and_name_what_came():
+    t = torch.linspace(0, 1, 5, dtype=D)
+    system = _fhn()
+    cases = [
+        (lambda: pk.ConditionedSystemGP(system, {"W": (t, t)}), "unknown output"),
+        (lambda: pk.ConditionedSystemGP(system, (t, torch.zeros(5, 3, dtype=D))),
+         "Expected Y to have shape (5, 2)"),
+        (lambda: pk.ConditionedSystemGP(system, {"V": (t, t[:3])}), "shape (5,)"),
+        (lambda: pk.ConditionedSystemGP(system, (t, torch.full((5, 2), math.nan))),
+         "only NaN"),
+        (lambda: pk.ConditionedSystemGP(pk.Equation(lambda f, x: f, inputs="t"), {}),
+         "EquationSystem"),
+        (lambda: pk.ConditionedSystemGP(system, {"V": (t, t)}, scales={"Q": (0, 1)}),
+         "scales for outputs"),
+    ]
+    for build, text in cases:
+        with pytest.raises((ValueError, TypeError)) as err:
+            build()
+        assert text in str(err.value) and "\n" not in str(err.value)
+
+    def wrong_count(f, x):
+        return f["V"].d("t") - f["R"]
+    one = EquationSystem(wrong_count, outputs=("V", "R"), inputs=("t",))
+    model = pk.ConditionedSystemGP(one, {"V": (t, t)})      # one equation is allowed
+    assert model.num_equations == 1
+
+    def wrong_shape(f, x):
+        return (f["V"].d("t")[:2],)
+    bad = EquationSystem(wrong_shape, outputs=("V",), inputs=("t",))
+    with pytest.raises(ValueError, match="residual 0 .* shape"):
+        pk.ConditionedSystemGP(bad, {"V": (t, t)})
+
+
+def _osc_model(M, w=1.0, learn=False):
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",),
+                            w=Parameter(w, fixed=not learn))
+    data = {"X": (torch.zeros(1, dtype=D), torch.ones(1, dtype=D)),
+            "Y": (torch.zeros(1, dtype=D), torch.zeros(1, dtype=D))}
+    return pk.ConditionedSystemGP(system, data, domain=pk.Box(t=(0.0, 2 * math.pi)),
+                                  collocation=M)
+
+
+def test_a_linear_system_is_solved_from_its_initial_values_and_the_error_falls():
+    t = torch.linspace(0, 2 * math.pi, 101, dtype=D)
+    truth = torch.stack([torch.cos(t), -torch.sin(t)], 1)
+    errors = []
+    for M in (12, 48):
+        model = _osc_model(M)
+        pk.fit(model, progress=False)
+        mean, var = model(t)
+        errors.append(float((mean - truth).abs().max()))
+        assert mean.shape == var.shape == (101, 2)
+    assert errors[1] < 1e-3 and errors[1] < errors[0] / 10, errors
+
+
+def test_an_unobserved_component_is_recovered_with_an_interval():
+    # only X = cos(w t) is observed, with noise; Y = -sin(w t) follows from the system
+    g = torch.Generator().manual_seed(1)
+    t = torch.linspace(0, 6, 30, dtype=D)
+    x = torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
+    model = pk.ConditionedSystemGP(system, {"X": (t, x)})
+    pk.fit(model, progress=False)
+    w = model.equation_parameters()["w"]
+    interval = model.coefficient_intervals(0.95)["w"]
+    # the estimate within 2%; its interval finite (its coverage over seeds is the
+    # benchmark's: docs/systems.md)
+    assert abs(w - 1.5) < 0.03 and interval["identified"]
+    assert 0 < interval["lower"] < w < interval["upper"] < 2 * w
+    grid = torch.linspace(0, 6, 61, dtype=D)
+    mean, var = model(grid)
+    y_true = -torch.sin(1.5 * grid)
+    assert float((mean[:, 1] - y_true).pow(2).mean().sqrt()) < 0.1
+    assert bool((var[:, 1] > 0).all())       # an interval, not a point (its coverage: the
+    #                                          benchmark's; here 0.52, too narrow)
+
+
+def test_a_prediction_never_changes_the_model():
+    g = torch.Generator().manual_seed(0)
+    t = torch.linspace(0, 5, 25, dtype=D)
+    X = 2 + 0.5 * torch.sin(t) + 0.05 * torch.randn(25, dtype=D, generator=g)
+    Y = 1 + 0.5 * torch.cos(t) + 0.05 * torch.randn(25, dtype=D, generator=g)
+    system = EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",), alpha=1.0,
+                            beta=1.0, delta=1.0, gamma=1.0)
+    model = pk.ConditionedSystemGP(system, (t, torch.stack([X, Y], 1)), collocation=40)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model(torch.linspace(0, 6, 7, dtype=D))
+    model(torch.linspace(0, 6, 7, dtype=D))
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_long_and_wide_data_give_the_same_model():
+    t = torch.linspace(0, 2, 12, dtype=D)
+    Y = torch.stack([torch.cos(t), torch.sin(t)], 1)
+    Y[::3, 1] = math.nan                                 # Y unmeasured at every third time
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
+    wide = pk.ConditionedSystemGP(system, (t, Y), collocation=20)
+    keep = ~torch.isnan(Y[:, 1])
+    long = pk.ConditionedSystemGP(system, {"X": (t, Y[:, 0]), "Y": (t[keep], Y[keep, 1])},
+                                  collocation=20)
+    assert wide.counts == long.counts == [12, 8]
+    grid = torch.linspace(0, 2, 5, dtype=D)
+    assert torch.allclose(wide(grid)[0], long(grid)[0])
+
+
+def test_lotka_volterra_coefficients_are_recovered_from_a_generic_start():
+    p = pk.datasets.system_problem("lotka_volterra", seed=0)
+    model = pk.ConditionedSystemGP(p.system, p.data, domain=p.domain, collocation=100)
+    pk.fit(model, progress=False)
+    got = model.equation_parameters()
+    intervals = model.coefficient_intervals(0.95)
+    for name, true in p.coefficients.items():
+        assert abs(got[name] - true) / true < 0.1, (name, got[name])
+        assert intervals[name]["lower"] <= true <= intervals[name]["upper"]
