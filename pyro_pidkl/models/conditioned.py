@@ -58,7 +58,7 @@ from pyro.contrib.gp.kernels import RBF
 from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import equation_input_names, positive_int, warn
+from ..checks import equation_input_names, positive_int
 from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..gp.joint import JointGaussian
 from ..gp.posterior import jittered_cholesky
@@ -69,8 +69,7 @@ from ..kernels.features import MLP
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
-from ..infer.laplace import (coefficient_intervals, laplace, laplace_covariance, parameters_at,
-                             sigma_points)
+from ..infer.laplace import parameters_at
 from ..physics.collocation import collocation_points, maximin_subset
 from ..physics.condition import Condition
 from ..physics.geometry import Shape
@@ -79,6 +78,7 @@ from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
 from ..physics.linearise import is_linear, linearise
 from .exact_gp import ExactGP
+from .linearised import ConvergenceWarning, GaussNewtonResult, LinearisedConditioning
 
 __all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
            "collocation_points"]
@@ -89,23 +89,7 @@ __all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
 DATA_FIT_POINTS = 400
 
 
-class ConvergenceWarning(UserWarning):
-    """Gauss-Newton did not reach its tolerance."""
-
-
-class GaussNewtonResult:
-    """What a Gauss-Newton run did: ``iterations``, ``converged``, ``change`` (the last
-    relative change of the linearisation point)."""
-
-    def __init__(self, iterations, converged, change):
-        self.iterations, self.converged, self.change = iterations, converged, change
-
-    def __repr__(self):
-        return (f"GaussNewtonResult(iterations={self.iterations}, converged={self.converged}, "
-                f"change={self.change:.3g})")
-
-
-class PhysicsConditionedGP(ExactGP):
+class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 
     :param X: ``(N, d)`` training inputs (user units).
@@ -709,63 +693,6 @@ class PhysicsConditionedGP(ExactGP):
             parts.append(h.detach() - value(self.Z[start:stop]))
         return float(self._rows(torch.cat(parts)).norm())
 
-    def _gauss_newton(self, f0, max_iter=None):
-        r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
-        ``(joint, f0, GaussNewtonResult)`` with ``f0`` the posterior mean's jet of ``joint``,
-        which is linearised at a point within the tolerance of it.
-
-        Each step moves the linearisation point towards the posterior mean of the
-        equation linearised there, :math:`f_0 + \lambda (f_{new} - f_0)`, with the largest
-        :math:`\lambda \in \{1, \tfrac12, \dots, 2^{-6}\}` that does not raise the
-        equation's residual at the collocation points (by more than 1%: near the solution it
-        sits on a floor set by the data and the residual noise, where it moves with
-        rounding), and the full step once steps are
-        below ``1e-3``: the full step near the solution (fast convergence), a
-        shorter one where the linearisation is poor (a strong nonlinearity far from the
-        solution, where full steps oscillate). Steps are measured relative to the size of
-        each row of the jet, on the rows of order 0 and 1; converged below ``newton_tol``."""
-        with torch.no_grad():
-            ops = self.operators()
-            if not self.linear and not bool(self.f0_set):
-                f0 = self._data_jet()
-            if self.linear:
-                return (self.joint(*self.linearise(f0), operators=ops), f0,
-                        GaussNewtonResult(0, True, 0.0))
-            change = math.inf
-            merit = self._residual_size(f0)
-            # convergence is judged on the jet's rows of order 0 and 1 where there are any:
-            # second derivatives of the posterior mean carry the rounding of an ill-
-            # conditioned joint (1e-4 relative), which would never settle below a tolerance
-            orders = torch.tensor([len(i) for i in self.indices])
-            low = orders <= 1 if bool((orders <= 1).any()) else orders >= 0
-            for it in range(1, (max_iter or self.newton_max_iter) + 1):
-                joint = self.joint(*self.linearise(f0), operators=ops)
-                new = self._mean_jet(joint)
-                step = new - f0
-                size = new.abs().amax(1, keepdim=True).clamp(min=1e-300)
-                full = float((step.abs() / size)[low].max())
-                lam = 1.0
-                while True:
-                    candidate = f0 + lam * step
-                    value = self._residual_size(candidate)
-                    # near the solution (a step below 1e-3) the full step is taken: the
-                    # residual no longer falls there (data and equation balance), and
-                    # Gauss-Newton converges fast
-                    if full <= 1e-3 or value <= 1.01 * merit \
-                            or lam <= 2 ** -6 or not math.isfinite(merit):
-                        break
-                    lam *= 0.5
-                change = lam * full
-                if not math.isfinite(change) or not math.isfinite(value):
-                    break
-                f0, merit = candidate, value
-                if change <= self.newton_tol:
-                    # the joint of this step: linearised within the tolerance of the
-                    # returned point, whose jet is its posterior mean (one factorisation
-                    # fewer than linearising again)
-                    return joint, f0, GaussNewtonResult(it, True, change)
-            return joint, f0, GaussNewtonResult(it, False, change)
-
     def parameter_bounds(self):
         r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay
         above half the spacing of the points (data and collocation) in each input,
@@ -779,49 +706,6 @@ class PhysicsConditionedGP(ExactGP):
         n, d = self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim
         low = 0.5 * math.sqrt(12.0) / n ** (1.0 / d)
         return {kern.lengthscale_unconstrained: (math.log(low), None)}
-
-    def _state_key(self):
-        """What identifies the state a solution depends on: each tensor's identity, version
-        (in-place updates) and storage (``.data`` replaced, as assigning a PyroParam does);
-        not the ``fitted`` flag, which the solution does not read."""
-        return tuple((id(t), t._version, t.data_ptr()) for t in
-                     [*self.parameters(), *self.buffers()] if t is not self.fitted)
-
-    @own_parameters
-    def solve(self):
-        r"""The conditioned GP at the current parameters: Gauss-Newton from the stored
-        linearisation point to ``newton_tol`` (nonlinear equations), in local variables.
-
-        Pure: the same state gives the same result and nothing is written (the result is
-        cached against the parameters' versions). :meth:`relinearise` stores its point.
-
-        :returns: ``(joint, f0, GaussNewtonResult)``.
-        """
-        key = self._state_key()
-        if self._cache is None or self._cache[0] != key:
-            out = self._gauss_newton(self.f0)
-            if not out[2].converged:
-                warn(f"Gauss-Newton did not converge for equation {self.equation.name!r}: "
-                     f"{out[2]}", ConvergenceWarning)
-            self._cache = (key, out)
-        return self._cache[1]
-
-    @own_parameters
-    def relinearise(self, max_iter=None):
-        r"""Move the stored linearisation point :math:`f_0` to the posterior mean by
-        Gauss-Newton at the current parameters (the only method that changes it). Called by :func:`~pyro_pidkl.infer.fit` between optimiser runs;
-        call it in a hand-written SVI loop every few steps.
-
-        :param int max_iter: at most this many iterations (default ``newton_max_iter``).
-        :returns: a :class:`GaussNewtonResult`.
-        """
-        out = self._gauss_newton(self.f0, max_iter)
-        if math.isfinite(out[2].change):
-            with torch.no_grad():
-                self.f0.copy_(out[1])
-                self.f0_set.fill_(True)
-            self._cache = (self._state_key(), out)     # what a prediction would compute
-        return out[2]
 
     @contextlib.contextmanager
     def collocation_subset(self, count):
@@ -943,13 +827,8 @@ class PhysicsConditionedGP(ExactGP):
             value = value + self.source_prior.log_prob(self.source_kernel.variance)
         return value + self.log_prior()
 
-    @own_parameters
-    def training_objective(self):
-        """The fit's objective (:math:`\\log p(y \\mid v)`, plus :math:`\\log p(v)` with the
-        joint objective) at the current parameters and the converged linearisation (a
-        float)."""
-        with torch.no_grad():
-            return float(self._objective(self.conditional()))
+    def _what(self):
+        return f"equation {self.equation.name!r}"
 
     def equation_parameters(self):
         """Current equation parameters as ``{name: float or list}``."""
@@ -962,67 +841,11 @@ class PhysicsConditionedGP(ExactGP):
             return out
 
     # -- Laplace: coefficient intervals and their effect on predictions -----------------
-    def _laplace_parameters(self, nuisance=True):
-        """``(names, theta, eta)``: the learned coefficients' names, their unconstrained
-        tensors, and the GP's own scalar parameters (kernel lengthscales, noise, source;
-        not a feature net, not the profiled kernel variance)."""
-        coefficients = self._coefficients()
-        names = [n for n, _, _ in coefficients]
-        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in coefficients]
+    def _nuisance_parameters(self):
+        """The GP's own scalar parameters (kernel lengthscales, noise, source; not a feature
+        net, not the profiled kernel variance, which has no curvature of its own)."""
         kern = getattr(self.kernel, "kern", self.kernel)
-        profiled = kern.variance_unconstrained     # profiled out: no curvature of its own
-        eta = [p for name, p in self.named_parameters()
-               if nuisance and not name.startswith(("equation.", "condition_equations."))
-               and "iwarping_fn" not in name
-               and p.requires_grad and p is not profiled]
-        return names, theta, eta
-
-    def _potential(self):
-        """The negative objective at the converged linearisation, differentiable once
-        (closed-form gradients): what NUTS needs. A linear equation needs no Gauss-Newton
-        solve: its linearisation does not depend on the point."""
-        f0 = self.f0 if self.linear else self.solve()[1]
-        return -self._objective(self.joint(*self.linearise(f0)))
-
-    def _laplace_loss(self):
-        """The negative objective at the converged linearisation, twice differentiable."""
-        _, f0, _ = self.solve()
-        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
-
-    @own_parameters
-    def laplace(self, nuisance=True, prior_sd=None):
-        r"""The Laplace approximation of the learned coefficients :math:`\theta` and, with
-        ``nuisance``, the GP's scalar parameters :math:`\eta`
-        (:func:`~pyro_pidkl.infer.laplace.laplace`; its Hessian kept with the state).
-
-        :returns: ``(names, sizes, H, cov)``."""
-        key = (self._state_key(), nuisance)
-        cached = getattr(self, "_laplace_cache", None)
-        if cached is None or cached[0] != key:
-            names, sizes, H, _ = laplace(self, nuisance)
-            self._laplace_cache = (key, (names, sizes, H))
-        names, sizes, H = self._laplace_cache[1]
-        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
-
-    @own_parameters
-    def coefficient_intervals(self, prob=0.9, nuisance=True):
-        r"""Laplace intervals for the learned equation coefficients
-        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`): what the data and the
-        equation say, ``[0, inf]`` (with ``identified`` False) for a coefficient they leave
-        free.
-
-        :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
-        return coefficient_intervals(self, prob, nuisance)
-
-    def _sigma_points(self):
-        """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
-        before a fit or with ``parameter_uncertainty=False``."""
-        key = (self._state_key(), bool(self.fitted))
-        cached = getattr(self, "_sigma_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        points = []
-        if self.parameter_uncertainty and bool(self.fitted):
-            points = sigma_points(self)
-        self._sigma_cache = (key, points)
-        return points
+        profiled = kern.variance_unconstrained
+        return [p for name, p in self.named_parameters()
+                if not name.startswith(("equation.", "condition_equations."))
+                and "iwarping_fn" not in name and p.requires_grad and p is not profiled]

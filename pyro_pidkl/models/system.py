@@ -38,23 +38,23 @@ import torch
 from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import positive_int, warn
+from ..checks import positive_int
 from ..gp.data_fit import fit_data_only
 from ..gp.joint import JointGaussian
-from ..infer.laplace import (coefficient_intervals, laplace, laplace_covariance, parameters_at,
-                             sigma_points)
+from ..infer.laplace import parameters_at
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..physics.collocation import collocation_points
 from ..physics.domain import Box
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
-from .conditioned import ConvergenceWarning, GaussNewtonResult
+from ..param_scope import own_parameters
+from .linearised import LinearisedConditioning
 from .system_data import split_by_output
 
 __all__ = ["ConditionedSystemGP"]
 
 
-class ConditionedSystemGP(PyroModule):
+class ConditionedSystemGP(LinearisedConditioning, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -232,6 +232,9 @@ class ConditionedSystemGP(PyroModule):
 
     def _coefficients(self):
         return [(n, self.system, n) for n, s in self.system.specs.items() if not s.fixed]
+
+    def _what(self):
+        return f"system {self.system.name!r}"
 
     def coefficient_spec(self, name):
         """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
@@ -429,10 +432,6 @@ class ConditionedSystemGP(PyroModule):
         """No latent sites: kernels, means, noises and coefficients are point estimates."""
 
     # -- Gauss-Newton ------------------------------------------------------------------------
-    def _state_key(self):
-        return tuple((id(t), t._version, t.data_ptr()) for t in
-                     [*self.parameters(), *self.buffers()] if t is not self.fitted)
-
     def _offsets(self, joint):
         """Where each output's data sit in the joint's rows: ``{c: slice}``."""
         start, out = joint.M, {}
@@ -505,68 +504,6 @@ class ConditionedSystemGP(PyroModule):
                                self.Z, self.input_names)
         return float(lin.h0.detach().norm())
 
-    def _gauss_newton(self, f0, max_iter=None):
-        """Damped Gauss-Newton from ``f0`` at the current parameters, in local variables
-        (as :meth:`PhysicsConditionedGP._gauss_newton`): ``(joint, f0, result)``."""
-        with torch.no_grad():
-            ops = self.operators()
-            if not self.linear and not bool(self.f0_set):
-                f0 = self._data_jet()
-            if self.linear:
-                return (self.joint(*self.linearise(f0), operators=ops), f0,
-                        GaussNewtonResult(0, True, 0.0))
-            merit, change = self._residual_size(f0), math.inf
-            orders = torch.tensor([len(i) for i in self.indices])
-            low = orders <= 1
-            for it in range(1, (max_iter or self.newton_max_iter) + 1):
-                joint = self.joint(*self.linearise(f0), operators=ops)
-                new = self._mean_jet(joint)
-                step = new - f0
-                size = new.abs().amax(2, keepdim=True).clamp(min=1e-300)
-                full = float((step.abs() / size)[:, low].max())
-                lam = 1.0
-                while True:
-                    candidate = f0 + lam * step
-                    value = self._residual_size(candidate)
-                    if full <= 1e-3 or value <= 1.01 * merit or lam <= 2 ** -6 \
-                            or not math.isfinite(merit):
-                        break
-                    lam *= 0.5
-                change = lam * full
-                if not (math.isfinite(change) and math.isfinite(value)):
-                    break
-                f0, merit = candidate, value
-                if change <= self.newton_tol:
-                    return joint, f0, GaussNewtonResult(it, True, change)
-            return joint, f0, GaussNewtonResult(it, False, change)
-
-    def solve(self):
-        """``(joint, f0, GaussNewtonResult)`` at the current parameters (pure; cached)."""
-        key = self._state_key()
-        if self._cache is None or self._cache[0] != key:
-            out = self._gauss_newton(self.f0)
-            if not out[2].converged:
-                warn(f"Gauss-Newton did not converge for system {self.system.name!r}: "
-                     f"{out[2]}", ConvergenceWarning)
-            self._cache = (key, out)
-        return self._cache[1]
-
-    def relinearise(self, max_iter=None):
-        """Move the stored linearisation point to the posterior means (the only method that
-        changes it; :func:`~pyro_pidkl.infer.fit` calls it)."""
-        out = self._gauss_newton(self.f0, max_iter)
-        if math.isfinite(out[2].change):
-            with torch.no_grad():
-                self.f0.copy_(out[1])
-                self.f0_set.fill_(True)
-            self._cache = (self._state_key(), out)
-        return out[2]
-
-    def training_objective(self):
-        """The fit's objective at the converged linearisation (a float)."""
-        with torch.no_grad():
-            return float(self._objective(self.solve()[0]))
-
     # -- predictions -------------------------------------------------------------------------
     def _check_new_inputs(self, Xnew):
         X = torch.as_tensor(Xnew, dtype=self.Z.dtype)
@@ -576,6 +513,7 @@ class ConditionedSystemGP(PyroModule):
                              f"{self.input_names}; got {tuple(X.shape)}")
         return X
 
+    @own_parameters
     def forward(self, Xnew, noiseless=True):
         r"""Posterior means and variances of every output at ``Xnew`` ``(P, d)`` in user
         units: ``(mean, var)``, each ``(P, C)`` in the order of ``outputs`` (with
@@ -603,45 +541,7 @@ class ConditionedSystemGP(PyroModule):
             return torch.stack(means, 1), torch.stack(variances, 1)
 
     # -- Laplace -------------------------------------------------------------------------------
-    def _laplace_parameters(self, nuisance=True):
-        coefficients = self._coefficients()
-        names = [n for n, _, _ in coefficients]
-        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in coefficients]
-        eta = [p for name, p in self.named_parameters()
-               if nuisance and not name.startswith("system.") and p.requires_grad]
-        return names, theta, eta
-
-    def _laplace_loss(self):
-        _, f0, _ = self.solve()
-        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
-
-    def _potential(self):
-        f0 = self.f0 if self.linear else self.solve()[1]
-        return -self._objective(self.joint(*self.linearise(f0)))
-
-    def laplace(self, nuisance=True, prior_sd=None):
-        """The Laplace approximation of the coefficients (and, with ``nuisance``, the GPs'
-        parameters): ``(names, sizes, H, cov)``."""
-        key = (self._state_key(), nuisance)
-        cached = getattr(self, "_laplace_cache", None)
-        if cached is None or cached[0] != key:
-            names, sizes, H, _ = laplace(self, nuisance)
-            self._laplace_cache = (key, (names, sizes, H))
-        names, sizes, H = self._laplace_cache[1]
-        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
-
-    def coefficient_intervals(self, prob=0.9, nuisance=True):
-        """Laplace intervals of the learned coefficients
-        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`)."""
-        return coefficient_intervals(self, prob, nuisance)
-
-    def _sigma_points(self):
-        key = (self._state_key(), bool(self.fitted))
-        cached = getattr(self, "_sigma_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        points = []
-        if self.parameter_uncertainty and bool(self.fitted) and self._coefficients():
-            points = sigma_points(self)
-        self._sigma_cache = (key, points)
-        return points
+    def _nuisance_parameters(self):
+        """The GPs' own parameters (lengthscales, variances, noises, unobserved means)."""
+        return [p for name, p in self.named_parameters()
+                if not name.startswith("system.") and p.requires_grad]
