@@ -187,7 +187,7 @@ def advection_periodic(M, with_conditions=True):
 def kdv(M):
     torch = _torch()
     import pyro_pidkl as pk
-    from pyro_pidkl.physics import Equation, boundary_points
+    from pyro_pidkl.physics import Equation
     c = 1.0
     u = lambda X: (c / 2) / torch.cosh(math.sqrt(c) / 2 * (X[:, 0] - c * X[:, 1])) ** 2
     eq = Equation(lambda f, x: f.d("t") + 6 * f * f.d("x") + f.d("x", "x", "x"),
@@ -356,22 +356,9 @@ def main(argv=None):
     p.add_argument("--cases", default=None, help="comma-separated case names (default all)")
     args = p.parse_args(argv)
     if not args.summary:
-        records.set_threads(1)
-        commit = records.commit()
         wanted = None if args.cases is None else set(args.cases.split(","))
-        done = {_key(r) for r in records.read_records(args.out)}
-        with open(args.out, "a") as fh:
-            for meta, job in jobs():
-                if wanted is not None and meta["case"] not in wanted:
-                    continue
-                if _key(meta) in done:
-                    continue
-                rec = dict(meta)
-                rec.update(job())
-                rec.update(threads=1, commit=commit)
-                records.append(fh, rec)
-                print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in rec.items()
-                       if k not in ("commit",)}, flush=True)
+        records.run_jobs(args.out, [(meta, job) for meta, job in jobs()
+                                    if wanted is None or meta["case"] in wanted], _key)
     print(summary(args.out))
 
 

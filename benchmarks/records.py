@@ -9,8 +9,8 @@ import statistics
 import subprocess
 import sys
 
-__all__ = ["append", "commit", "latest", "median", "read_records", "seeds", "set_threads",
-           "threads"]
+__all__ = ["append", "commit", "latest", "median", "read_records", "run_jobs", "seeds",
+           "set_threads", "threads"]
 
 
 def read_records(path):
@@ -57,6 +57,26 @@ def commit():
         return head + ("+" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def run_jobs(path, jobs, key, threads=1):
+    """Run each ``(meta, job)`` of ``jobs`` whose ``key(meta)`` ``path`` does not hold yet,
+    one after the other with ``threads`` torch threads, and append its record (``meta``,
+    what ``job()`` returns, the thread count and the commit) as soon as it is done, printed
+    too: an interrupted run keeps what it finished and the next one resumes."""
+    set_threads(threads)
+    head = commit()
+    done = {key(r) for r in read_records(path)}
+    with open(path, "a") as fh:
+        for meta, job in jobs:
+            if key(meta) in done:
+                continue
+            rec = dict(meta)
+            rec.update(job())
+            rec.update(threads=threads, commit=head)
+            append(fh, rec)
+            print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in rec.items()
+                   if k != "commit"}, flush=True)
 
 
 def set_threads(n):

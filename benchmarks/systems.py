@@ -131,21 +131,11 @@ def main(argv=None):
     p.add_argument("--seeds", default="0-2")
     args = p.parse_args(argv)
     if not args.summary:
-        records.set_threads(1)
-        commit = records.commit()
-        done = {_key(r) for r in records.read_records(args.out)}
-        with open(args.out, "a") as fh:
-            for name in args.problems.split(","):
-                for method in args.methods.split(","):
-                    for seed in records.seeds(args.seeds):
-                        meta = {"problem": name, "method": method, "seed": seed}
-                        if _key(meta) in done:
-                            continue
-                        rec = dict(meta)
-                        rec.update(run(name, method, seed))
-                        rec.update(threads=1, commit=commit)
-                        records.append(fh, rec)
-                        print(rec, flush=True)
+        records.run_jobs(args.out, [
+            ({"problem": name, "method": method, "seed": seed},
+             lambda n=name, m=method, s=seed: run(n, m, s))
+            for name in args.problems.split(",") for method in args.methods.split(",")
+            for seed in records.seeds(args.seeds)], _key)
     print(summary(args.out))
 
 

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-__all__ = ["Field", "Inputs"]
+__all__ = ["ByName", "Field", "Inputs"]
 
 
 def _unwrap(a):
@@ -31,22 +31,19 @@ def _unwrap(a):
     return a
 
 
-class Inputs:
-    """The points as a read-only mapping from input name to a ``(m,)`` tensor (user units).
+class ByName:
+    """A read-only mapping by name: ``m["t"]`` and ``m.t`` both work; an unknown name
+    raises a ``KeyError`` that lists the known ones (``_unknown``, formatted with ``name``
+    and ``names``). Subclasses set ``_names`` and give ``_item(j)``, the ``j``-th value."""
 
-    ``x["t"]`` and ``x.t`` both work; an unknown name raises a ``KeyError`` that lists the
-    known ones.
-    """
-
-    def __init__(self, points, names):
-        self._points, self._names = points, tuple(names)
+    _unknown = "Unknown name {name!r}; the names are {names}"
 
     def __getitem__(self, name):
         try:
             j = self._names.index(name)
         except ValueError:
-            raise KeyError(f"Unknown input name {name!r}; the inputs are {self._names}") from None
-        return self._points[:, j]
+            raise KeyError(self._unknown.format(name=name, names=self._names)) from None
+        return self._item(j)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -64,6 +61,22 @@ class Inputs:
 
     def keys(self):
         return self._names
+
+
+class Inputs(ByName):
+    """The points as a read-only mapping from input name to a ``(m,)`` tensor (user units).
+
+    ``x["t"]`` and ``x.t`` both work; an unknown name raises a ``KeyError`` that lists the
+    known ones.
+    """
+
+    _unknown = "Unknown input name {name!r}; the inputs are {names}"
+
+    def __init__(self, points, names):
+        self._points, self._names = points, tuple(names)
+
+    def _item(self, j):
+        return self._points[:, j]
 
 
 class Field:

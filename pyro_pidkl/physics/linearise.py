@@ -169,14 +169,24 @@ def is_linear(equation, points, names, trials=3, seed=0, rtol=1e-8):
             got["offset"] = offset.detach()
             if ref is None:
                 ref = got
-                continue
-            for key in set(ref) | set(got):
-                a = ref.get(key, torch.zeros(m, dtype=dtype))
-                b = got.get(key, torch.zeros(m, dtype=dtype))
-                size = max(float(a.abs().max()), float(b.abs().max()), 1.0)
-                tol = rtol * size * (100.0 if key == "offset" else 1.0)
-                if not bool(torch.isfinite(a).all() and torch.isfinite(b).all()):
-                    return False
-                if float((a - b).abs().max()) > tol:
-                    return False
+            elif not expansions_agree(ref, got, rtol, loose={"offset"}):
+                return False
+    return True
+
+
+def expansions_agree(ref, got, rtol, loose=()):
+    """Whether two expansions ``{key: (m,) tensor}`` (coefficients and offsets, each
+    detached) are the same: finite, and equal to ``rtol`` of their size (at least 1), to
+    ``100 rtol`` on the keys in ``loose`` (offsets, which carry the rounding of the whole
+    residual). A key that one of them lacks reads as zeros."""
+    for key in set(ref) | set(got):
+        like = ref[key] if key in ref else got[key]
+        a = ref.get(key, torch.zeros_like(like))
+        b = got.get(key, torch.zeros_like(like))
+        if not bool(torch.isfinite(a).all() and torch.isfinite(b).all()):
+            return False
+        size = max(float(a.abs().max()), float(b.abs().max()), 1.0)
+        tol = rtol * size * (100.0 if key in loose else 1.0)
+        if float((a - b).abs().max()) > tol:
+            return False
     return True
