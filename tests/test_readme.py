@@ -78,7 +78,7 @@ def test_the_physics_term_on_another_model_runs_as_shown():
 
 
 def test_readme_is_a_front_door():
-    assert len(README.read_text().splitlines()) <= 260
+    assert len(README.read_text().splitlines()) <= 250
 
 
 def test_local_links_of_the_readme_and_docs_resolve():
