@@ -194,3 +194,14 @@ def test_lotka_volterra_coefficients_are_recovered_from_a_generic_start():
     for name, true in p.coefficients.items():
         assert abs(got[name] - true) / true < 0.1, (name, got[name])
         assert intervals[name]["lower"] <= true <= intervals[name]["upper"]
+
+
+def test_gradient_matching_reaches_through_an_unobserved_component():
+    # X = cos(1.5 t) observed, Y never: Y enters the matching as a GP mean whose weights
+    # are fitted with w, so that w moves from 1.0 to near the truth before the fit starts
+    g = torch.Generator().manual_seed(1)
+    t = torch.linspace(0, 6, 30, dtype=D)
+    x = torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
+    model = pk.ConditionedSystemGP(system, {"X": (t, x)})
+    assert abs(model.match_gradients()["w"] - 1.5) < 0.05

@@ -44,8 +44,9 @@ from ..gp.joint import JointGaussian
 from ..infer.laplace import parameters_at
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
-from ..physics.collocation import collocation_points
+from ..physics.collocation import collocation_points, maximin_subset
 from ..physics.domain import Box
+from ..physics.linearise import JetField
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import LinearisedConditioning
@@ -266,8 +267,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         end."""
         if not self._coefficients():
             return
-        if all(self.counts):
-            self.match_gradients()
+        self.match_gradients()
         target = float(self.residual_noise)
         tau = 1e-1
         try:
@@ -282,52 +282,85 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
 
     default_restarts = 0
 
-    def match_gradients(self, max_iter=200):
+    def match_gradients(self, max_iter=500):
         r"""Set the learned coefficients by gradient matching (Varah 1982; Ramsay et al.
         2007's starting point): the least-squares fit of the residuals
-        :math:`\sum_e \overline{\psi_e[\hat f](Z)^2}` at the jets :math:`\hat f` of each
-        output's data-only GP mean, each equation scaled by its mean square at the start.
-        Cheap, and close enough for the continuation to start in the right basin; needs
-        every output observed (it is what :meth:`continuation` does first then).
+        :math:`\sum_e \overline{\psi_e[\hat f](Z)^2}`, each equation scaled by its mean
+        square at the start, at the jets :math:`\hat f` of each observed output's data-only
+        GP mean. An output with no data enters as a GP mean of its own kernel through
+        weights at ``P`` points of Z (a maximin subset, 30 per input),
+        :math:`\hat f_c = \mu_c + s_{y,c} (m_c + k_c(\cdot, P)\, a_c)`, the weights
+        :math:`a_c` fitted with the coefficients (and kept small by
+        :math:`10^{-3} a_c^\top k_c(P, P)\, a_c / M`). Cheap, and close enough for the
+        continuation (:meth:`continuation`, which calls it first) to start in the right
+        basin; the matched jets are where Gauss-Newton starts.
 
         :returns: the fitted coefficients ``{name: value}``."""
         import scipy.optimize
         with torch.no_grad():
             jets = self._data_jet()
+        M = self.Z.shape[0]
+        hidden = [c for c in range(len(self.outputs)) if not self.counts[c]]
+        P = self.Z_s[maximin_subset(self.Z_s, min(M, 30 * self.input_dim))]
+        basis, gram = {}, {}
+        with torch.no_grad():
+            for c in hidden:
+                ZP = OperatorCovariance(self.kernels[c], self.Z_s, P)
+                basis[c] = torch.stack([ZP({i: 1.0}, {(): 1.0}) for i in self.indices])
+                basis[c] = basis[c] * torch.stack([
+                    self.y_scale[c] / torch.prod(self.x_scale[list(i)]) for i in self.indices
+                ])[:, None, None]
+                gram[c] = self.kernels[c](P)
+        weights = [torch.zeros(P.shape[0], dtype=self.Z.dtype) for _ in hidden]
         theta = [getattr(owner, p + "_unconstrained") for _, owner, p in self._coefficients()]
-        sizes = [t.numel() for t in theta]
-        start = [t.detach().clone() for t in theta]
+        free = theta + weights
+        sizes = [t.numel() for t in free]
+
+        def current_jets():
+            out = [jets[c] for c in range(len(self.outputs))]
+            for c, a in zip(hidden, weights):
+                out[c] = jets[c] + basis[c] @ a
+            return out
 
         def residuals():
-            lin = linearise_system(self.system, [{i: jets[c, k] for k, i in
-                                                  enumerate(self.indices)}
-                                                 for c in range(len(self.outputs))],
-                                   self.Z, self.input_names)
-            return lin.h0
+            fields = [JetField({i: j[k] for k, i in enumerate(self.indices)}, self.Z,
+                               self.input_names, allowed=self.system.inputs, leaves=False)
+                      for j in current_jets()]
+            return self.system.evaluate(dict(zip(self.outputs, fields)), self.Z,
+                                        self.input_names)
 
         with torch.no_grad():
             weight = residuals().pow(2).mean(1).clamp(min=1e-300)
 
         def fun(x):
             with torch.no_grad():
-                for t, v in zip(theta, torch.split(torch.as_tensor(x, dtype=self.Z.dtype),
-                                                   sizes)):
+                for t, v in zip(free, torch.split(torch.as_tensor(x, dtype=self.Z.dtype),
+                                                  sizes)):
                     t.copy_(v.reshape(t.shape))
-            for t in theta:
+            for t in free:
                 t.grad = None
+                t.requires_grad_(True)
             value = (residuals().pow(2).mean(1) / weight).sum()
+            for c, a in zip(hidden, weights):
+                value = value + 1e-3 * (a @ gram[c] @ a) / M
             value.backward()
             grad = torch.cat([(t.grad if t.grad is not None else torch.zeros_like(t))
-                              .reshape(-1) for t in theta])
+                              .reshape(-1) for t in free])
             if not (torch.isfinite(value) and bool(torch.isfinite(grad).all())):
                 return 1e300, np.zeros(sum(sizes))
             return float(value.detach()), grad.detach().numpy()
 
-        x0 = torch.cat([t.reshape(-1) for t in start]).numpy()
+        x0 = torch.cat([t.detach().reshape(-1) for t in free]).numpy()
+        start = fun(x0)[0]
         res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                       options={"maxiter": max_iter})
-        best = res.x if res.fun < fun(x0)[0] else x0
-        fun(best)
+        fun(res.x if res.fun < start else x0)
+        with torch.no_grad():
+            for a in weights:
+                a.requires_grad_(False)
+            if hidden and not self.linear:
+                self.f0.copy_(torch.stack(current_jets()))
+                self.f0_set.fill_(True)
         self._cache = None
         return self.equation_parameters()
 

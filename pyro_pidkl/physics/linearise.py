@@ -40,10 +40,13 @@ class JetField(Field):
     :param torch.Tensor points: ``(m, d)`` points in user units.
     :param tuple names: input names of the ``d`` columns.
     :param allowed: names the equation may differentiate.
+    :param bool leaves: each derivative a fresh leaf tensor (default: what
+        :func:`linearise` differentiates against); ``False``: the given tensors themselves,
+        so that a residual keeps its graph to whatever the jet was computed from.
     """
 
-    def __init__(self, jet, points, names, allowed=None):
-        self._jet, self._points_ref = jet, points
+    def __init__(self, jet, points, names, allowed=None, leaves=True):
+        self._jet, self._points_ref, self._fresh = jet, points, leaves
         self.leaves = {}
         super().__init__(self._leaf(()), points, names, allowed)
 
@@ -52,7 +55,7 @@ class JetField(Field):
             ref = self._jet.get(idx)
             if ref is None:
                 ref = self._points_ref.new_zeros(self._points_ref.shape[0])
-            self.leaves[idx] = ref.detach().clone().requires_grad_(True)
+            self.leaves[idx] = ref.detach().clone().requires_grad_(True) if self._fresh else ref
         return self.leaves[idx]
 
     def _derivative(self, idx):
