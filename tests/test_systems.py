@@ -205,3 +205,17 @@ def test_gradient_matching_reaches_through_an_unobserved_component():
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
     model = pk.ConditionedSystemGP(system, {"X": (t, x)})
     assert abs(model.match_gradients()["w"] - 1.5) < 0.05
+
+
+def test_a_coefficient_prior_enters_the_objective_as_for_one_equation():
+    import pyro.distributions as dist
+    g = torch.Generator().manual_seed(1)
+    t = torch.linspace(0, 6, 30, dtype=D)
+    data = {"X": (t, torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g))}
+    tight = dist.LogNormal(torch.tensor(math.log(3.0), dtype=D), torch.tensor(0.01, dtype=D))
+    system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",),
+                            w=Parameter(1.0, prior=tight))
+    model = pk.ConditionedSystemGP(system, data, collocation=60)
+    assert model.system is not system          # a copy: the user's system keeps its site
+    pk.fit(model, progress=False)
+    assert model.log_prior() != 0.0 and model.equation_parameters()["w"] > 2.5

@@ -48,7 +48,6 @@ stored linearisation point in local variables and never writes it;
 """
 
 import contextlib
-import copy
 import itertools
 import math
 
@@ -70,7 +69,7 @@ from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
 from ..infer.laplace import parameters_at
-from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.collocation import collocation_points, given_points, maximin_subset
 from ..physics.condition import Condition
 from ..physics.geometry import Shape
 from ..physics.derivatives import Inputs
@@ -78,7 +77,8 @@ from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
 from ..physics.linearise import is_linear, linearise
 from .exact_gp import ExactGP
-from .linearised import ConvergenceWarning, GaussNewtonResult, LinearisedConditioning
+from .linearised import (ConvergenceWarning, GaussNewtonResult, LinearisedConditioning,
+                         with_point_priors)
 
 __all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
            "collocation_points"]
@@ -182,7 +182,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
-        equation = self._with_point_priors(equation)
+        equation = with_point_priors(equation)
         input_names = equation_input_names(X, input_names, equation)
         super().__init__(X, y, input_names, noise=1e-2 if noise is None else noise,
                          noise_floor=noise_floor, **kwargs)
@@ -278,31 +278,6 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         self.X_s = self.standardizer.x_to_model(self.X)
         self.y_s = self.standardizer.y_to_model(self.y)
 
-    @staticmethod
-    def _with_point_priors(equation):
-        """The equation, or a copy of it in which a coefficient declared with a prior is a
-        parameter (its prior enters the objective: a MAP estimate, and the density that
-        :func:`~pyro_pidkl.infer.nuts.sample_coefficients` samples), not a sample site."""
-        if not any(spec.prior is not None and not spec.fixed
-                   for spec in equation.specs.values()):
-            return equation
-        equation = copy.deepcopy(equation)
-        for name, spec in equation.specs.items():
-            if spec.prior is not None and not spec.fixed:
-                delattr(equation, name)
-                setattr(equation, name, PyroParam(spec.init.clone(), spec.constraint))
-        return equation
-
-    def log_prior(self):
-        r""":math:`\sum \log p(\theta)` over the learned coefficients declared with a prior
-        (0 without any)."""
-        total = 0.0
-        for _, owner, p in self._coefficients():
-            spec = owner.specs[p]
-            if spec.prior is not None:
-                total = total + spec.prior.log_prob(getattr(owner, p)).sum()
-        return total
-
     def _make_kernel(self, kernel, feature_net):
         if kernel == "se":
             return se_ard(self.input_dim, dtype=self.X.dtype)
@@ -320,15 +295,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         if collocation is None:
             collocation = 200 * self.input_dim
         if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
-            Z = torch.as_tensor(collocation, dtype=self.X.dtype)
-            if Z.dim() == 1 and self.input_dim == 1:
-                Z = Z[:, None]
-            if Z.dim() != 2 or Z.shape[1] != self.input_dim or Z.shape[0] < 1:
-                raise ValueError(f"Expected collocation points of shape (M, {self.input_dim}) "
-                                 f"for inputs {tuple(self.input_names)}; got {tuple(Z.shape)}")
-            if not bool(torch.isfinite(Z).all()):
-                raise ValueError("Expected finite collocation points; got NaN/inf")
-            return Z.to(self.X)
+            return given_points(collocation, self.input_names, self.X.dtype).to(self.X)
         if self.shape is not None:
             if design == "grid":
                 raise ValueError("Expected design 'sobol' or 'random' on a shape that is not a "

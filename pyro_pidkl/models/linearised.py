@@ -15,15 +15,18 @@ collocation points and whose second-to-last over ``indices``), ``_residual_size(
 ``_cache``.
 """
 
+import copy
 import math
 
 import torch
+from pyro.nn import PyroParam
 
 from ..checks import warn
 from ..infer.laplace import coefficient_intervals, laplace, laplace_covariance, sigma_points
 from ..param_scope import own_parameters
 
-__all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning"]
+__all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning",
+           "with_point_priors"]
 
 
 class ConvergenceWarning(UserWarning):
@@ -42,9 +45,33 @@ class GaussNewtonResult:
                 f"change={self.change:.3g})")
 
 
+def with_point_priors(equation):
+    """The equation (or system), or a copy of it in which a coefficient declared with a
+    prior is a parameter (its prior enters the objective: a MAP estimate, and the density
+    that :func:`~pyro_pidkl.infer.nuts.sample_coefficients` samples), not a sample site."""
+    if not any(spec.prior is not None and not spec.fixed for spec in equation.specs.values()):
+        return equation
+    equation = copy.deepcopy(equation)
+    for name, spec in equation.specs.items():
+        if spec.prior is not None and not spec.fixed:
+            delattr(equation, name)
+            setattr(equation, name, PyroParam(spec.init.clone(), spec.constraint))
+    return equation
+
+
 class LinearisedConditioning:
     """Gauss-Newton, the cached solution and Laplace, shared by the conditioned models
     (module docstring)."""
+
+    def log_prior(self):
+        r""":math:`\sum \log p(\theta)` over the learned coefficients declared with a prior
+        (0 without any)."""
+        total = 0.0
+        for _, owner, p in self._coefficients():
+            spec = owner.specs[p]
+            if spec.prior is not None:
+                total = total + spec.prior.log_prob(getattr(owner, p)).sum()
+        return total
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:

@@ -44,15 +44,23 @@ from ..gp.joint import JointGaussian
 from ..infer.laplace import parameters_at
 from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
-from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.collocation import collocation_points, given_points, maximin_subset
 from ..physics.domain import Box
 from ..physics.linearise import JetField
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
-from .linearised import LinearisedConditioning
+from .linearised import LinearisedConditioning, with_point_priors
 from .system_data import split_by_output
 
 __all__ = ["ConditionedSystemGP"]
+
+
+def _fill(held, index, learned):
+    """``held`` ``(C,)`` with the entries at ``index`` replaced by ``learned`` (kept
+    differentiable)."""
+    if not index:
+        return held
+    return held.index_put((torch.tensor(index),), learned)
 
 
 class ConditionedSystemGP(LinearisedConditioning, PyroModule):
@@ -97,7 +105,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
                             f"{type(system).__name__}")
-        self.system = system
+        self.system = system = with_point_priors(system)
         self.outputs = system.outputs
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
         system.check_inputs(names)
@@ -206,12 +214,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         if collocation is None:
             collocation = 200 * self.input_dim
         if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
-            Z = torch.as_tensor(collocation, dtype=dtype)
-            Z = Z[:, None] if Z.dim() == 1 and self.input_dim == 1 else Z
-            if Z.dim() != 2 or Z.shape[1] != self.input_dim or not bool(torch.isfinite(Z).all()):
-                raise ValueError(f"Expected finite collocation points of shape (M, "
-                                 f"{self.input_dim}); got {tuple(Z.shape)}")
-            return Z
+            return given_points(collocation, self.input_names, dtype)
         return collocation_points(self.domain, positive_int(collocation, "collocation"),
                                   design, seed).to(dtype)
 
@@ -219,17 +222,11 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
     @property
     def mean(self):
         r""":math:`m_c`, each output's prior centre in standardised units ``(C,)``."""
-        out = self.mean_held
-        if self.mean_learned:
-            out = out.index_put((torch.tensor(self.mean_learned),), self.mean_unobserved)
-        return out
+        return _fill(self.mean_held, self.mean_learned, getattr(self, "mean_unobserved", None))
 
     def noises(self):
         """Each output's noise variance in its standardised units ``(C,)``."""
-        out = self.noise_held
-        if self.noise_learned:
-            out = out.index_put((torch.tensor(self.noise_learned),), self.noise)
-        return out
+        return _fill(self.noise_held, self.noise_learned, getattr(self, "noise", None))
 
     def _coefficients(self):
         return [(n, self.system, n) for n, s in self.system.specs.items() if not s.fixed]
@@ -246,14 +243,6 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         with torch.no_grad():
             return {n: getattr(self.system, n).detach().cpu().tolist()
                     for n in self.system.parameter_names}
-
-    def log_prior(self):
-        """The coefficients' log prior (0 without any)."""
-        total = 0.0
-        for n, spec in self.system.specs.items():
-            if spec.prior is not None and not spec.fixed:
-                total = total + spec.prior.log_prob(getattr(self.system, n)).sum()
-        return total
 
     def continuation(self):
         r"""The stages :func:`~pyro_pidkl.infer.fit` runs before the fit itself when the

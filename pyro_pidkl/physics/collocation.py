@@ -102,6 +102,21 @@ def boundary_points(domain, count, seed=0, input_names=None, design="sobol"):
     return torch.cat(faces)
 
 
+def given_points(points, input_names, dtype=torch.float64):
+    """Collocation points a user gives, checked: ``(M, d)`` (``(M,)`` for one input), at
+    least one, finite; a one-line ``ValueError`` naming what came otherwise."""
+    d = len(input_names)
+    Z = torch.as_tensor(points, dtype=dtype)
+    if Z.dim() == 1 and d == 1:
+        Z = Z[:, None]
+    if Z.dim() != 2 or Z.shape[1] != d or Z.shape[0] < 1:
+        raise ValueError(f"Expected collocation points of shape (M, {d}) for inputs "
+                         f"{tuple(input_names)}; got {tuple(Z.shape)}")
+    if not bool(torch.isfinite(Z).all()):
+        raise ValueError("Expected finite collocation points; got NaN/inf")
+    return Z
+
+
 def maximin_subset(points, count):
     r"""Indices of ``count`` of ``points`` ``(M, d)`` chosen greedily far apart (a maximin,
     or farthest-point, ordering: each next point maximises its distance to those already
