@@ -134,11 +134,16 @@ def test_a_linear_system_is_solved_from_its_initial_values_and_the_error_falls()
     assert errors[1] < 1e-3 and errors[1] < errors[0] / 10, errors
 
 
-def test_an_unobserved_component_is_recovered_with_an_interval():
-    # only X = cos(w t) is observed, with noise; Y = -sin(w t) follows from the system
+def _position_only():
+    """X = cos(1.5 t) at 30 times on [0, 6] with noise sd 0.05 (seed 1); Y never."""
     g = torch.Generator().manual_seed(1)
     t = torch.linspace(0, 6, 30, dtype=D)
-    x = torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
+    return t, torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
+
+
+def test_an_unobserved_component_is_recovered_with_an_interval():
+    # only X = cos(w t) is observed, with noise; Y = -sin(w t) follows from the system
+    t, x = _position_only()
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
     model = pk.ConditionedSystemGP(system, {"X": (t, x)})
     pk.fit(model, progress=False)
@@ -199,9 +204,7 @@ def test_lotka_volterra_coefficients_are_recovered_from_a_generic_start():
 def test_gradient_matching_reaches_through_an_unobserved_component():
     # X = cos(1.5 t) observed, Y never: Y enters the matching as a GP mean whose weights
     # are fitted with w, so that w moves from 1.0 to near the truth before the fit starts
-    g = torch.Generator().manual_seed(1)
-    t = torch.linspace(0, 6, 30, dtype=D)
-    x = torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
+    t, x = _position_only()
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",), w=1.0)
     model = pk.ConditionedSystemGP(system, {"X": (t, x)})
     assert abs(model.match_gradients()["w"] - 1.5) < 0.05
@@ -209,9 +212,7 @@ def test_gradient_matching_reaches_through_an_unobserved_component():
 
 def test_a_coefficient_prior_enters_the_objective_as_for_one_equation():
     import pyro.distributions as dist
-    g = torch.Generator().manual_seed(1)
-    t = torch.linspace(0, 6, 30, dtype=D)
-    data = {"X": (t, torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g))}
+    data = {"X": _position_only()}
     tight = dist.LogNormal(torch.tensor(math.log(3.0), dtype=D), torch.tensor(0.01, dtype=D))
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",),
                             w=Parameter(1.0, prior=tight))
