@@ -295,10 +295,8 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         with torch.no_grad():
             for c in hidden:
                 ZP = OperatorCovariance(self.kernels[c], self.Z_s, P)
-                basis[c] = torch.stack([ZP({i: 1.0}, {(): 1.0}) for i in self.indices])
-                basis[c] = basis[c] * torch.stack([
-                    self.y_scale[c] / torch.prod(self.x_scale[list(i)]) for i in self.indices
-                ])[:, None, None]
+                basis[c] = (torch.stack([ZP({i: 1.0}, {(): 1.0}) for i in self.indices])
+                            * self._jet_scales(c)[:, None, None])
                 gram[c] = self.kernels[c](P)
         weights = [torch.zeros(P.shape[0], dtype=self.Z.dtype) for _ in hidden]
         theta = [getattr(owner, p + "_unconstrained") for _, owner, p in self._coefficients()]
@@ -476,6 +474,20 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                              else U.new_zeros(U.shape[0], n))
         return torch.cat(parts, 1)
 
+    def _jet_scales(self, c):
+        r""":math:`s_{y,c} / \prod_{a \in \alpha} s_{x,a}` for each derivative in
+        ``indices`` ``(len(indices),)``: a standardised jet of :math:`g_c` times these is
+        the user-unit jet of :math:`f_c` but for its level."""
+        return torch.stack([self.y_scale[c] / torch.prod(self.x_scale[list(i)])
+                            for i in self.indices])
+
+    def _user_jet(self, c, g):
+        r"""The user-unit jet of :math:`f_c` ``(len(indices), M)`` from the standardised
+        jet ``g`` of :math:`g_c` (``indices`` start with the value ``()``)."""
+        out = g * self._jet_scales(c)[:, None]
+        out[0] = out[0] + self.y_loc[c] + self.y_scale[c] * self.mean[c]
+        return out
+
     def _mean_jet(self, joint):
         """The posterior means' jets at Z in user units ``(C, len(indices), M)``."""
         alpha = joint.weights()
@@ -484,41 +496,32 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         out = []
         for c in range(len(self.outputs)):
             ZZ, ZX = joint.operators[c]
-            rows = []
-            for idx in self.indices:
-                v = sum(ZZ.matvec({idx: 1.0}, joint.w[(e, c)], alpha[e * M:(e + 1) * M])
-                        for e in range(E) if (e, c) in joint.w)
+            g = alpha.new_zeros(len(self.indices), M)
+            for k, idx in enumerate(self.indices):
+                for e in range(E):
+                    if (e, c) in joint.w:
+                        g[k] += ZZ.matvec({idx: 1.0}, joint.w[(e, c)], alpha[e * M:(e + 1) * M])
                 if self.counts[c]:
-                    v = v + ZX.matvec({idx: 1.0}, {(): 1.0}, alpha[where[c]])
-                v = torch.as_tensor(v, dtype=alpha.dtype).expand(M)
-                scale = self.y_scale[c] / torch.prod(self.x_scale[list(idx)])
-                if idx == ():
-                    v = self.y_loc[c] + self.y_scale[c] * (v + self.mean[c])
-                else:
-                    v = v * scale
-                rows.append(v)
-            out.append(torch.stack(rows))
+                    g[k] += ZX.matvec({idx: 1.0}, {(): 1.0}, alpha[where[c]])
+            out.append(self._user_jet(c, g))
         return torch.stack(out)
 
     def _data_jet(self):
         """Where Gauss-Newton starts: each observed output's data-only GP mean (its jet at
         Z), an unobserved output's prior mean."""
-        f0 = torch.zeros_like(self.f0)
+        out = []
         for c in range(len(self.outputs)):
-            f0[c, 0] = self.y_loc[c] + self.y_scale[c] * self.mean[c]
-            if not self.counts[c]:
-                continue
-            kern, U = self.kernels[c], self.X_s[c]
-            K = kern(U) + (self.noises()[c] + 1e-8) * torch.eye(
-                U.shape[0], dtype=U.dtype)
-            alpha = torch.cholesky_solve((self.y_s[c] - self.mean[c])[:, None],
-                                         torch.linalg.cholesky(K))[:, 0]
-            ZX = OperatorCovariance(kern, self.Z_s, U)
-            for k, idx in enumerate(self.indices):
-                v = ZX.matvec({idx: 1.0}, {(): 1.0}, alpha)
-                f0[c, k] = (f0[c, k] + self.y_scale[c] * v if idx == () else
-                            v * self.y_scale[c] / torch.prod(self.x_scale[list(idx)]))
-        return f0
+            g = self.Z.new_zeros(len(self.indices), self.Z.shape[0])
+            if self.counts[c]:
+                kern, U = self.kernels[c], self.X_s[c]
+                K = kern(U) + (self.noises()[c] + 1e-8) * torch.eye(U.shape[0], dtype=U.dtype)
+                alpha = torch.cholesky_solve((self.y_s[c] - self.mean[c])[:, None],
+                                             torch.linalg.cholesky(K))[:, 0]
+                ZX = OperatorCovariance(kern, self.Z_s, U)
+                for k, idx in enumerate(self.indices):
+                    g[k] = ZX.matvec({idx: 1.0}, {(): 1.0}, alpha)
+            out.append(self._user_jet(c, g))
+        return torch.stack(out)
 
     def _residual_size(self, f0):
         lin = linearise_system(self.system, [{i: f0[c, k] for k, i in enumerate(self.indices)}
