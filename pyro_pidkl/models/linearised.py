@@ -180,7 +180,7 @@ class LinearisedConditioning:
         joint objective) at the current parameters and the converged linearisation (a
         float)."""
         with torch.no_grad():
-            return float(self._objective(self.conditional()))
+            return float(self._objective(self.solve()[0]))
 
     def _potential(self):
         """The negative objective at the converged linearisation, differentiable once
