@@ -192,7 +192,6 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     many = subset is not None and hasattr(model, "collocation_subset")
     try:
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
-            _continue(model, elbo, max_iter, tol, bar, result)
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
         if not math.isfinite(best[0]):
             raise FitDivergedError("The fit failed from every start. "
@@ -212,7 +211,8 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
 
 
 def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
-    """Every start from the model's state as it is; the model is left at the best. With
+    """Every start from the model's state as it is (each through the model's
+    continuation first, if it has one); the model is left at the best. With
     several starts each is first run to a loose tolerance (``1e-4``, 10 iterations and two
     Gauss-Newton alternations at most) and only the best is then run to ``tol``: a screen,
     then a polish. Returns ``(loss, start, state)``."""
@@ -223,8 +223,9 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
         if r:
             model.load_state_dict(start_state)
             model.restart(r)
-        pyro.clear_param_store()
         try:
+            _continue(model, elbo, max_iter, tol, bar, result)
+            pyro.clear_param_store()
             value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
                                max(tol, 1e-4) if screen else tol, 2 if screen else outer_max,
                                bar, result)
