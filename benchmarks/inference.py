@@ -7,8 +7,13 @@ coefficients' MAP), then from the same fitted model
 
 * ``laplace``: ``coefficient_intervals`` and the prediction with its sigma points;
 * ``normal``, ``mvn``, ``iaf``: ``pk.fit_coefficient_guide`` (AutoNormal,
-  AutoMultivariateNormal, AutoIAFNormal), ``--guide-steps`` SVI steps;
-* ``nuts``: ``pk.sample_coefficients``, ``--warmup`` + ``--draws``, one chain;
+  AutoMultivariateNormal, AutoIAFNormal), ``--guide-steps`` SVI steps, over the coefficients
+  and the GP's identified parameters;
+* ``nuts``: ``pk.sample_coefficients``, ``--warmup`` + ``--draws``, one chain, the same;
+* ``nuts_held``: the same with the GP's parameters held at the fit (empirical Bayes);
+* ``pidkl``: PI-DKL (gamma 1, m 10, ``pk.fit``'s defaults) with a prior on each learned
+  coefficient (LogNormal(log start, 1.5), uniform on [0, 1] for a fraction) and its
+  ``AutoNormal`` guide over them: ``physics.equation_posterior``;
 
 scored by each coefficient's relative error (posterior mean), whether its 90% interval
 covers the truth, the RMSE of the predictive mean beyond the data against the exact
@@ -31,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "inference.jsonl")
-METHODS = ("laplace", "normal", "mvn", "iaf", "nuts")
+METHODS = ("laplace", "normal", "mvn", "iaf", "nuts", "nuts_held", "pidkl")
 
 
 def run_one(job):
@@ -66,9 +71,20 @@ def run_one(job):
                 lo = {k: iv[k]["lower"] for k in problem.learned}
                 hi = {k: iv[k]["upper"] for k in problem.learned}
                 mean, var = model(X)
+            elif method == "pidkl":
+                pidkl = pk.PIDKL(data.X_train, data.y_train, bayes_equation(problem),
+                                 problem.input_names, domain=box)
+                rec["fit_s"] = pk.fit(pidkl, progress=False, seed=seed).seconds
+                s = pidkl.physics.equation_posterior(prob=0.9, seed=seed)
+                est = {k: s[k]["mean"] for k in problem.learned}
+                lo = {k: s[k]["lower"] for k in problem.learned}
+                hi = {k: s[k]["upper"] for k in problem.learned}
+                mean, var = pidkl(X)
             else:
+                held = method == "nuts_held"
                 post = (pk.sample_coefficients(model, num_warmup=warmup, num_samples=draws,
-                                               seed=seed) if method == "nuts" else
+                                               seed=seed, hyperparameters=not held)
+                        if method.startswith("nuts") else
                         pk.fit_coefficient_guide(model, guide=method, num_steps=guide_steps,
                                                  num_samples=1000, seed=seed))
                 s = post.summary(0.9)
@@ -76,8 +92,9 @@ def run_one(job):
                 lo = {k: s[k]["lower"] for k in problem.learned}
                 hi = {k: s[k]["upper"] for k in problem.learned}
                 mean, var = post.predict(X, num_draws=40)
-                if method == "nuts":
-                    rec["r_hat"] = {k: s[k]["r_hat"] for k in problem.learned}
+                rec["sampled"] = list(post.samples)
+                if method.startswith("nuts"):
+                    rec["r_hat"] = {k: v["r_hat"] for k, v in s.items()}
                     rec["divergences"] = sum(len(v) for v in
                                              post.diagnostics["divergences"].values())
             rec["seconds"] = time.perf_counter() - t0
@@ -91,6 +108,29 @@ def run_one(job):
             rec["traceback"] = traceback.format_exc(limit=3)
         out.append(rec)
     return out
+
+
+def bayes_equation(problem):
+    """The problem's equation with a prior on each learned coefficient, centred where the
+    fit starts (half the truth): LogNormal(log start, 1.5), or uniform on [0, 1] for a
+    coefficient constrained to it."""
+    import math
+
+    import pyro.distributions as dist
+    from torch.distributions import constraints
+
+    from pyro_pidkl.physics import Equation, Parameter
+    eq = problem.equation()
+    params = {}
+    for name, spec in eq.specs.items():
+        if spec.fixed:
+            params[name] = spec
+        elif spec.constraint is constraints.unit_interval:
+            params[name] = Parameter(spec.init, spec.constraint, prior=dist.Uniform(0.0, 1.0))
+        else:
+            params[name] = Parameter(spec.init, spec.constraint, prior=dist.LogNormal(
+                math.log(float(spec.init)), 1.5))
+    return Equation(eq.psi, inputs=eq.inputs, name=eq.name, **params)
 
 
 def summary(path):

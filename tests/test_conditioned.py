@@ -541,6 +541,32 @@ def test_a_coefficient_prior_enters_the_objective_as_a_map_estimate():
     assert abs(w_free - 2.0) < 0.02 and w_tight > w_free + 0.5, (w_free, w_tight)
 
 
+def test_a_prior_on_the_gps_lengthscale_enters_the_fit_and_the_draws():
+    """A tight LogNormal prior on the kernel's lengthscale at 2 (the model's units) pulls the
+    MAP fit from its free value to 2 and keeps NUTS's draws there; a prior on a name the
+    model lacks, or that is not a distribution, is refused in one line."""
+    import pyro.distributions as dist
+    free, data = _oscillator_model()
+    pk.fit(free, progress=False)
+    ls_free = float(free.kernel.lengthscale.detach())
+    assert [n for n, _, _ in free.hyperparameters()] == ["noise", "kernel.lengthscale"]
+    eq = Equation(_oscillator, inputs=("t",), omega=Parameter(1.0),
+                  zeta=Parameter(0.5, constraints.unit_interval))
+    tight = pk.PhysicsConditionedGP(data.X_train, data.y_train, eq, domain=pk.Box(t=(0, 6)),
+                                    priors={"kernel.lengthscale": dist.LogNormal(
+                                        math.log(2.0), 0.01)})
+    pk.fit(tight, progress=False)
+    ls_tight = float(tight.kernel.lengthscale.detach())
+    assert abs(ls_free - 2.0) > 0.5 and abs(ls_tight - 2.0) < 0.1, (ls_free, ls_tight)
+    post = pk.sample_coefficients(tight, num_warmup=50, num_samples=50, seed=0)
+    draws = post.samples["kernel.lengthscale"]
+    assert draws.shape == (50,) and bool(((draws - 2.0).abs() < 0.1).all())
+    for bad, match in (({"lengthscale": dist.LogNormal(0, 1)}, "among"),
+                       ({"kernel.lengthscale": 2.0}, "distribution")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            pk.PhysicsConditionedGP(data.X_train, data.y_train, eq, priors=bad)
+
+
 def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     """NUTS over omega and zeta at the fitted GP parameters: posterior means near the
     truth (2, 0.15), 90% intervals that cover it, R-hat near 1; the mixture over draws
@@ -558,9 +584,18 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     mean, var = post.predict(X, num_draws=10)
     f = torch.as_tensor(data.f_test)
     assert pk.rmse(mean, f) < 0.02 and pk.coverage(mean, var, f) > 0.85
-    tree = post.to_datatree()
-    assert set(tree["posterior"].data_vars) == {"omega", "zeta"}
+    # the GP's identified parameters are drawn with the coefficients; an ArviZ tree with
+    # every draw, the divergences, and a predictive from thinned draws for PSIS-LOO
+    assert post.coefficients == ["omega", "zeta"]
+    assert "kernel.lengthscale" in post.samples
+    tree = post.to_datatree(X, data.y_test, num_draws=60)
+    assert {"omega", "zeta", "kernel.lengthscale"} <= set(tree["posterior"].data_vars)
+    assert tree["posterior"]["omega"].shape == (1, 100)
     assert "diverging" in tree["sample_stats"].data_vars
+    assert tree["posterior_predictive"]["f"].shape == (1, 60, X.shape[0])
+    assert tree["log_likelihood"]["y_train"].shape == (1, 60, data.X_train.shape[0])
+    loo = pk.diagnostics.loo(tree)
+    assert math.isfinite(float(loo.elpd))
     known = Equation(_oscillator, inputs=("t",), omega=Parameter(2.0, fixed=True),
                      zeta=Parameter(0.15, fixed=True))
     none = pk.PhysicsConditionedGP(data.X_train, data.y_train, known)

@@ -22,26 +22,18 @@ import torch
 
 from ..param_scope import own_parameters
 
-__all__ = ["compare", "exact_loo", "loo", "to_datatree"]
+__all__ = ["compare", "exact_loo", "loo", "observed_group", "predictive_groups", "to_datatree",
+           "with_input_coords"]
 
 def _numpy(t):
     return t.detach().cpu().numpy()
 
 
-def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
-    """An ArviZ ``DataTree`` of a fitted exact-GP model (PIDKL, DKL, SKL).
-
-    Groups (``S = num_samples``, one chain): ``posterior`` — ``f_train`` ``(chain, draw,
-    train)``, joint posterior draws of :math:`f` at the training inputs, and the equation
-    parameters (point estimates, constant over draws) for PI-DKL; ``posterior_predictive`` —
-    ``f`` and ``y`` ``(chain, draw, test)``; ``log_likelihood`` — ``y_train`` ``(chain, draw,
-    train)``, :math:`\\log \\mathcal{N}(y_i \\mid f_i, \\sigma^2)`; ``observed_data`` —
-    ``y_train`` and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim
-    carries one coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
-    """
-    from arviz_base import from_dict
-
-    gen = torch.Generator().manual_seed(seed)
+def predictive_groups(model, X_test, num_samples, gen):
+    r"""``num_samples`` draws from a fitted single-output model's predictive at its current
+    parameters: ``(groups, dims)`` with ``groups`` ``{"posterior": {"f_train"},
+    "posterior_predictive": {"f", "y"}, "log_likelihood": {"y_train"}}`` as numpy arrays
+    ``(num_samples, ...)`` (no chain dim) and ``dims`` their dim names."""
     mean, var_f = model(X_test)
     dtype = mean.dtype
     sd_f = var_f.clamp(min=0).sqrt()
@@ -50,8 +42,7 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     f_test = mean + z * sd_f
     y_test_draws = f_test + math.sqrt(noise) * torch.randn(f_test.shape, generator=gen,
                                                            dtype=dtype)
-    X_train = model.X
-    mean_tr, cov_tr = model(X_train, full_cov=True)
+    mean_tr, cov_tr = model(model.X, full_cov=True)
     n = mean_tr.shape[0]
     # the posterior covariance at closely spaced, nearly noise-free training points is
     # numerically singular: factor it by eigh with the (round-off) negative part clipped
@@ -59,25 +50,32 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     root = evecs * evals.clamp(min=0).sqrt()
     f_train = mean_tr + torch.randn((num_samples, n), generator=gen, dtype=dtype) @ root.T
     loglik = (-0.5 * (model.y - f_train) ** 2 / noise - 0.5 * math.log(2 * math.pi * noise))
-    data = {
-        "posterior": {"f_train": _numpy(f_train)[None]},
-        "posterior_predictive": {"f": _numpy(f_test)[None], "y": _numpy(y_test_draws)[None]},
-        "log_likelihood": {"y_train": _numpy(loglik)[None]},
-        "observed_data": {"y_train": _numpy(model.y)},
-    }
+    groups = {"posterior": {"f_train": _numpy(f_train)},
+              "posterior_predictive": {"f": _numpy(f_test), "y": _numpy(y_test_draws)},
+              "log_likelihood": {"y_train": _numpy(loglik)}}
     dims = {"f_train": ["train"], "y_train": ["train"], "f": ["test"], "y": ["test"]}
-    if hasattr(model, "equation_parameters"):
-        for name, value in model.equation_parameters().items():
-            data["posterior"][name] = np.full((1, num_samples), value, dtype=float)
+    return groups, dims
+
+
+def observed_group(model, y_test, groups):
+    """The ``observed_data`` group: the training targets, and ``y`` at the test inputs
+    when ``y_test`` is given (checked against the predictive's length)."""
+    data = {"y_train": _numpy(model.y)}
     if y_test is not None:
+        size = groups["posterior_predictive"]["f"].shape[-1]
         y_obs = np.asarray(y_test, dtype=float).reshape(-1)
-        if y_obs.shape[0] != mean.shape[0]:
-            raise ValueError(f"Expected y_test to have shape ({mean.shape[0]},) to match "
-                             f"X_test; got {np.asarray(y_test).shape}")
-        data["observed_data"]["y"] = y_obs
-    tree = from_dict(data, dims=dims)
-    Xt = np.asarray(_numpy(torch.as_tensor(np.asarray(X_test, dtype=float)).reshape(
-        mean.shape[0], -1)))
+        if y_obs.shape[0] != size:
+            raise ValueError(f"Expected y_test to have shape ({size},) to match X_test; got "
+                             f"{np.asarray(y_test).shape}")
+        data["y"] = y_obs
+    return data
+
+
+def with_input_coords(tree, model, X_test):
+    """``tree`` with one coordinate per input name on its ``test`` dim (``test_t``) and
+    ``train`` dim (``train_t``)."""
+    Xt = _numpy(torch.as_tensor(np.asarray(X_test, dtype=float)).reshape(
+        -1, len(model.input_names)))
     Xtr = _numpy(model.X)
     for group in list(tree.children):
         ds = tree[group].to_dataset()
@@ -91,6 +89,34 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
         if coords:
             tree[group] = ds.assign_coords(coords)
     return tree
+
+
+def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
+    """An ArviZ ``DataTree`` of a fitted single-output model (PIDKL, DKL, SKL, LFM,
+    SparseGP, PhysicsConditionedGP) at its fitted parameters; for a conditioned GP's
+    parameter draws, :meth:`~pyro_pidkl.infer.nuts.CoefficientSamples.to_datatree`.
+
+    Groups (``S = num_samples``, one chain): ``posterior`` — ``f_train`` ``(chain, draw,
+    train)``, joint posterior draws of :math:`f` at the training inputs, and the equation
+    parameters (point estimates, constant over draws); ``posterior_predictive`` —
+    ``f`` and ``y`` ``(chain, draw, test)``; ``log_likelihood`` — ``y_train`` ``(chain, draw,
+    train)``, :math:`\\log \\mathcal{N}(y_i \\mid f_i, \\sigma^2)`; ``observed_data`` —
+    ``y_train`` and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim
+    carries one coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
+    """
+    from arviz_base import from_dict
+
+    gen = torch.Generator().manual_seed(seed)
+    groups, dims = predictive_groups(model, X_test, num_samples, gen)
+    data = {group: {k: v[None] for k, v in values.items()} for group, values in groups.items()}
+    data["observed_data"] = observed_group(model, y_test, groups)
+    if hasattr(model, "equation_parameters"):
+        for name, value in model.equation_parameters().items():
+            value = np.asarray(value, dtype=float)
+            data["posterior"][name] = np.broadcast_to(value, (1, num_samples, *value.shape))
+            if value.ndim:
+                dims[name] = [f"{name}_dim"]
+    return with_input_coords(from_dict(data, dims=dims), model, X_test)
 
 
 def loo(tree):

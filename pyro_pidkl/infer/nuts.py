@@ -1,22 +1,26 @@
 r"""NUTS (Pyro's ``NUTS`` and ``MCMC``) or an autoguide fitted by SVI over a
-physics-conditioned GP's equation coefficients, the GP's own parameters held at their
-fitted values (empirical Bayes).
+physics-conditioned GP's equation coefficients :math:`\theta` and, by default, the GP's own
+scalar parameters :math:`\eta` (lengthscales, noise, source amplitude) that the objective
+identifies; those it leaves flat (a noise at its floor) are held at their fitted values.
 
-The target is the fit's objective as a density of the coefficients :math:`\theta`,
+The target is the fit's objective as a density,
 
 .. math::
-    \log p(\theta \mid y) = \log p(y \mid v, \theta) + \log p(\theta) + \text{const},
+    \log p(\theta, \eta \mid y) = \log p(y \mid v, \theta, \eta) + \log p(\theta)
+        + \log p(\eta) + \text{const},
 
-:math:`\log p(y \mid v, \theta)` (or :math:`\log p(v, y \mid \theta)` with the joint
-objective) at the Gauss-Newton solution for each :math:`\theta`, profiled over the kernel's
+:math:`\log p(y \mid v, \theta, \eta)` (or :math:`\log p(v, y \mid \theta, \eta)` with the
+joint objective) at the Gauss-Newton solution for each point, profiled over the kernel's
 variance; :math:`p(\theta)` the coefficients' priors (``Parameter(1.0,
-prior=dist.LogNormal(0, 1))``), and for a coefficient without one a flat prior on its
-unconstrained scale (the log of a positive coefficient). NUTS moves on the unconstrained
-scale, with the log-Jacobian of the constraint added for coefficients with a prior.
+prior=dist.LogNormal(0, 1))``), :math:`p(\eta)` the model's ``priors``, and for a parameter
+without one a flat prior on its unconstrained scale (the log of a positive one). Both
+samplers move on :math:`z`, the unconstrained parameters whitened by their Laplace
+covariance at the fit, :math:`u = \hat u + L z`, with the log-Jacobian of a constraint added
+for a parameter with a prior.
 
 Predictions mix over draws: the mean and variance of :math:`f` are those of the mixture of
 the plug-in posteriors at a thinned set of draws (the law of total variance), so intervals
-carry the coefficients' uncertainty without the Laplace approximation.
+carry the parameters' uncertainty without the Laplace approximation.
 """
 
 import math
@@ -25,159 +29,283 @@ import time
 import pyro
 import torch
 from pyro.infer.mcmc import MCMC, NUTS
+from pyro.ops.integrator import register_exception_handler
 from pyro.ops.stats import effective_sample_size, split_gelman_rubin
 
 from ..checks import positive_int
+from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..param_scope import own_parameters
-from .laplace import parameters_at
+from .laplace import PRIOR_SD, parameters_at
 from .threads import fit_threads, torch_threads
 
 __all__ = ["CoefficientSamples", "fit_coefficient_guide", "sample_coefficients"]
 
+# a trajectory that leaves the region where the joint covariance can be factored (a step
+# far out while NUTS finds its step size) is a divergence, as Pyro treats a singular matrix
+register_exception_handler(
+    "pyro_pidkl", lambda e: isinstance(e, (NonFiniteError, NotPositiveDefiniteError)))
+
+
+class _Target:
+    r"""The parameters a sampler draws: ``names``, unconstrained ``tensors``, their
+    ``constraints``, ``priors`` (``None``: flat on the unconstrained scale) and ``sizes``;
+    ``start`` the flat unconstrained values at the fit and ``L`` ``(p, p)`` the Cholesky
+    factor of their Laplace covariance there (``0.1 I`` where it is not finite). Refused in
+    one line for another model, an unfitted one or one without learned coefficients."""
+
+    def __init__(self, model, hyperparameters=True):
+        if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
+            raise TypeError(f"Expected a PhysicsConditionedGP or ConditionedSystemGP; got "
+                            f"{type(model).__name__}")
+        if not bool(getattr(model, "fitted", False)):
+            raise ValueError("Expected a fitted model: call pk.fit(model) first (the samplers "
+                             "start where the fit ended)")
+        coefficients = model._coefficients()
+        if not coefficients:
+            raise ValueError("Expected a model with learned coefficients; it has none")
+        self.model = model
+        entries = [(name, getattr(owner, p + "_unconstrained"), owner.specs[p].constraint,
+                    owner.specs[p].prior) for name, owner, p in coefficients]
+        self.num_coefficients = len(entries)
+        _, _, eta = model._laplace_parameters(True)
+        offsets, k = {}, sum(t.numel() for _, t, _, _ in entries)
+        for q in eta:                      # where each GP parameter sits in the Laplace vector
+            offsets[id(q)] = k
+            k += q.numel()
+        rows = list(range(sum(t.numel() for _, t, _, _ in entries)))
+        if hyperparameters:
+            cov = _laplace(model, True)
+            for name, owner, attr in model.hyperparameters():
+                q = owner._parameters[attr + "_unconstrained"]
+                idx = list(range(offsets[id(q)], offsets[id(q)] + q.numel()))
+                if bool((cov.diagonal()[idx] > 0).all()):  # identified; else held at the fit
+                    entries.append((name, q, owner._pyro_params[attr][0],
+                                    model.priors.get(name)))
+                    rows += idx
+        else:
+            cov = _laplace(model, False)
+        self.names = [e[0] for e in entries]
+        self.tensors = [e[1] for e in entries]
+        self.constraints = [e[2] for e in entries]
+        self.priors = [e[3] for e in entries]
+        self.sizes = [t.numel() for t in self.tensors]
+        self.start = torch.cat([t.detach().reshape(-1) for t in self.tensors])
+        self.L = _whitening(cov[rows][:, rows], self.start)
+
+    def values(self, u):
+        """The flat unconstrained ``u`` as a list of tensors shaped like ``tensors``."""
+        return [v.reshape(t.shape).clone() for v, t in zip(torch.split(u, self.sizes),
+                                                             self.tensors)]
+
+    def potential(self, z):
+        """The negative log density at whitened ``z`` (differentiable in ``z``)."""
+        return _Potential.apply(self.start + self.L @ z, self)
+
+
+def _laplace(model, nuisance):
+    """The Laplace covariance at the fit, over the coefficients (and the GP's parameters
+    with ``nuisance``), under the weak prior where the data leave a coefficient free."""
+    cov = model.laplace(nuisance=nuisance)[3]
+    if not bool(torch.isfinite(cov).all()):
+        cov = model.laplace(nuisance=nuisance, prior_sd=PRIOR_SD)[3]
+    return cov.detach()
+
+
+def _whitening(cov, start):
+    """A Cholesky factor of ``cov``, or ``0.1 I`` where it is not finite."""
+    try:
+        L = torch.linalg.cholesky(0.5 * (cov + cov.T))
+        if bool(torch.isfinite(L).all()):
+            return L
+    except (RuntimeError, ValueError):
+        pass
+    return 0.1 * torch.eye(start.numel(), dtype=start.dtype)
+
 
 class _Potential(torch.autograd.Function):
-    """The potential at ``u`` with its gradient from the model's own autograd (the model's
-    coefficient tensors are swapped to ``u``, not written)."""
+    """The potential at unconstrained ``u`` with its gradient from the model's own autograd
+    (the model's tensors are swapped to ``u``, not written)."""
 
     @staticmethod
-    def forward(ctx, u, model, thetas, sizes):
-        values = [v.reshape(t.shape).clone().requires_grad_(True)
-                  for v, t in zip(torch.split(u.detach(), sizes), thetas)]
-        with torch.enable_grad(), parameters_at(thetas, values):
-            loss = model._potential()
-            for (_, owner, p), t, v in zip(model._coefficients(), thetas, values):
-                spec = owner.specs[p]
-                if spec.prior is not None:     # log |d theta / d u| of the constraint
-                    transform = torch.distributions.transform_to(spec.constraint)
+    def forward(ctx, u, target):
+        values = [v.requires_grad_(True) for v in target.values(u.detach())]
+        with torch.enable_grad(), parameters_at(target.tensors, values):
+            loss = target.model._potential()
+            for t, constraint, prior in zip(target.tensors, target.constraints, target.priors):
+                if prior is not None:          # log |d value / d u| of the constraint
+                    transform = torch.distributions.transform_to(constraint)
                     loss = loss - transform.log_abs_det_jacobian(t, transform(t)).sum()
-            grads = torch.autograd.grad(loss, thetas, allow_unused=True)
+            grads = torch.autograd.grad(loss, target.tensors, allow_unused=True)
         ctx.grad = torch.cat([(g if g is not None else torch.zeros_like(t)).reshape(-1)
-                              for g, t in zip(grads, thetas)])
+                              for g, t in zip(grads, target.tensors)])
         return loss.detach()
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output * ctx.grad, None, None, None
+        return grad_output * ctx.grad, None
 
 
 class CoefficientSamples:
-    """Posterior draws of a conditioned GP's coefficients: ``samples`` ``{name: (S,)}`` in
-    their own units, ``unconstrained`` ``(S, p)``, Pyro's ``diagnostics`` (``r_hat``,
-    ``n_eff`` per coefficient, ``divergences``), ``seconds``."""
+    """Posterior draws of a conditioned GP's parameters: ``samples`` ``{name: (S,) or (S,
+    n)}`` in their own units (the coefficients, then the GP's parameters drawn, e.g.
+    ``"kernel.lengthscale"``), ``unconstrained`` ``(S, p)``, Pyro's ``diagnostics``
+    (``r_hat``, ``n_eff`` per unconstrained entry, ``divergences``), ``seconds``."""
 
-    def __init__(self, model, unconstrained, diagnostics, seconds, num_chains):
-        self.model, self.unconstrained = model, unconstrained
+    def __init__(self, target, unconstrained, diagnostics, seconds, num_chains):
+        self.model, self.target = target.model, target
+        self.unconstrained = unconstrained
         self.diagnostics, self.seconds, self.num_chains = diagnostics, seconds, num_chains
         self.samples = {}
         k = 0
-        for (name, owner, p), t in zip(model._coefficients(), self._thetas()):
-            n = t.numel()
-            transform = torch.distributions.transform_to(owner.specs[p].constraint)
-            self.samples[name] = transform(unconstrained[:, k:k + n]).squeeze(-1)
+        for name, constraint, n in zip(target.names, target.constraints, target.sizes):
+            transform = torch.distributions.transform_to(constraint)
+            draws = transform(unconstrained[:, k:k + n])
+            self.samples[name] = draws.squeeze(-1) if n == 1 else draws
             k += n
 
-    def _thetas(self):
-        return self.model._laplace_parameters(False)[1]
+    @property
+    def coefficients(self):
+        """The names of the equation's coefficients among ``samples``."""
+        return self.target.names[:self.target.num_coefficients]
+
+    def _scalars(self):
+        """``(label, draws (S,), k)`` per scalar entry, ``k`` its unconstrained column."""
+        k = 0
+        for name, n in zip(self.target.names, self.target.sizes):
+            draws = self.samples[name].reshape(self.unconstrained.shape[0], n)
+            for i in range(n):
+                yield (name if n == 1 else f"{name}[{i}]"), draws[:, i], k
+                k += 1
 
     def summary(self, prob=0.9):
         """``{name: {"mean", "median", "lower", "upper", "r_hat", "n_eff"}}`` with the
-        central ``prob`` interval."""
+        central ``prob`` interval, one entry per scalar (``"kernel.lengthscale[0]"`` for a
+        vector's)."""
         lo, hi = (1 - prob) / 2, (1 + prob) / 2
         d = self.diagnostics.get("theta", {})
         out = {}
-        for k, (name, draws) in enumerate(self.samples.items()):
-            out[name] = {"mean": float(draws.mean()), "median": float(draws.median()),
-                         "lower": float(torch.quantile(draws, lo)),
-                         "upper": float(torch.quantile(draws, hi)),
-                         "r_hat": float(d["r_hat"][k]) if "r_hat" in d else math.nan,
-                         "n_eff": float(d["n_eff"][k]) if "n_eff" in d else math.nan}
+        for label, draws, k in self._scalars():
+            out[label] = {"mean": float(draws.mean()), "median": float(draws.median()),
+                          "lower": float(torch.quantile(draws, lo)),
+                          "upper": float(torch.quantile(draws, hi)),
+                          "r_hat": float(d["r_hat"][k]) if "r_hat" in d else math.nan,
+                          "n_eff": float(d["n_eff"][k]) if "n_eff" in d else math.nan}
         return out
+
+    def _thinned(self, num_draws):
+        """Indices of ``num_draws`` draws evenly spread over each chain, ``(chains, k)``."""
+        S = self.unconstrained.shape[0] // self.num_chains
+        per = torch.linspace(0, S - 1, max(1, min(int(num_draws), S))).round().long()
+        return torch.arange(self.num_chains)[:, None] * S + per[None, :]
+
+    def at_draws(self, idx):
+        """Iterate over the draws ``idx`` (a 1-D index), the model's parameters set to each
+        inside the loop's body (Laplace's sigma points off): yields the draw's index."""
+        model, target = self.model, self.target
+        keep = model.parameter_uncertainty
+        model.parameter_uncertainty = False
+        try:
+            for i in idx.tolist():
+                with torch.no_grad(), parameters_at(target.tensors,
+                                                    target.values(self.unconstrained[i])):
+                    yield i
+        finally:
+            model.parameter_uncertainty = keep
 
     @own_parameters
     def predict(self, X, num_draws=40):
         r"""The mixture over ``num_draws`` evenly thinned draws of the plug-in posteriors
         at ``X``: ``(mean, var)`` of :math:`f`, the variance by the law of total variance."""
-        model = self.model
-        S = self.unconstrained.shape[0]
-        idx = torch.linspace(0, S - 1, min(int(num_draws), S)).round().long()
-        thetas = self._thetas()
-        sizes = [t.numel() for t in thetas]
-        keep = model.parameter_uncertainty
-        model.parameter_uncertainty = False
         means, variances = [], []
-        try:
-            for i in idx.tolist():
-                values = [v.reshape(t.shape).clone()
-                          for v, t in zip(torch.split(self.unconstrained[i], sizes), thetas)]
-                with torch.no_grad(), parameters_at(thetas, values):
-                    m, v = model(X)
-                means.append(m)
-                variances.append(v)
-        finally:
-            model.parameter_uncertainty = keep
+        for _ in self.at_draws(self._thinned(num_draws // self.num_chains or 1).flatten()):
+            m, v = self.model(X)
+            means.append(m)
+            variances.append(v)
         M, V = torch.stack(means), torch.stack(variances)
         return M.mean(0), V.mean(0) + M.var(0, unbiased=False)
 
-    def to_datatree(self):
-        """An ArviZ ``DataTree`` with the draws (``posterior``, chains as Pyro ran them) and
-        the divergences (``sample_stats``)."""
+    def to_datatree(self, X_test=None, y_test=None, num_draws=100, seed=0):
+        """An ArviZ ``DataTree``: ``posterior`` (every draw, chains as they ran; a vector
+        parameter with a dim of its own), ``sample_stats`` (``diverging``) and, with
+        ``X_test``, the predictive groups of
+        :func:`~pyro_pidkl.diagnostics.arviz_tools.to_datatree` (``posterior_predictive``,
+        ``log_likelihood``, ``observed_data``) from ``num_draws`` thinned draws per chain,
+        one function draw at each."""
         import numpy as np
+        from ..diagnostics.arviz_tools import predictive_groups, with_input_coords
         from arviz_base import from_dict
         chains = self.num_chains
-        posterior = {name: draws.reshape(chains, -1).numpy()
-                     for name, draws in self.samples.items()}
-        div = self.diagnostics.get("divergences", {})
         S = self.unconstrained.shape[0] // chains
+        posterior, dims = {}, {}
+        for name, draws in self.samples.items():
+            posterior[name] = draws.reshape(chains, S, *draws.shape[1:]).numpy()
+            if draws.dim() > 1:
+                dims[name] = [f"{name}_dim"]
+        div = self.diagnostics.get("divergences", {})
         diverging = np.zeros((chains, S), dtype=bool)
         for c, steps in enumerate(div.values()):
             for step in steps:
                 if 0 <= step < S:
                     diverging[c, step] = True
-        return from_dict({"posterior": posterior, "sample_stats": {"diverging": diverging}})
+        data = {"posterior": posterior, "sample_stats": {"diverging": diverging}}
+        if X_test is not None:
+            idx = self._thinned(num_draws)
+            gen = torch.Generator().manual_seed(seed)
+            groups = [predictive_groups(self.model, X_test, 1, gen)
+                      for _ in self.at_draws(idx.flatten())]
+            extra, extra_dims = _stack_groups(groups, idx.shape, self.model, y_test)
+            data.update(extra)
+            dims.update(extra_dims)
+        tree = from_dict(data, dims=dims)
+        return with_input_coords(tree, self.model, X_test) if X_test is not None else tree
 
 
-def _fitted_coefficients(model):
-    """``(thetas, sizes, start)`` of a fitted conditioned GP's learned coefficients: their
-    unconstrained tensors, sizes, and values at the fit (one flat tensor); refused in one
-    line for another model, an unfitted one or one without learned coefficients."""
-    if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
-        raise TypeError(f"Expected a PhysicsConditionedGP; got {type(model).__name__}")
-    if not bool(getattr(model, "fitted", False)):
-        raise ValueError("Expected a fitted model: call pk.fit(model) first (the GP's "
-                         "parameters are held at their fitted values)")
-    names, thetas, _ = model._laplace_parameters(False)
-    if not names:
-        raise ValueError("Expected a model with learned coefficients; it has none")
-    return (thetas, [t.numel() for t in thetas],
-            torch.cat([t.detach().reshape(-1) for t in thetas]))
+def _stack_groups(groups, shape, model, y_test):
+    """Per-draw predictive groups (one function draw each) stacked to ``(chain, draw,
+    ...)``, with the observed data; the function's draws at the training inputs are left
+    out (the posterior group holds the parameters' draws, more of them)."""
+    import numpy as np
+    from ..diagnostics.arviz_tools import observed_group
+    first, dims = groups[0]
+    out = {group: {var: np.concatenate([g[0][group][var] for g in groups]).reshape(
+        *shape, *first[group][var].shape[1:]) for var in first[group]}
+        for group in first if group != "posterior"}
+    out["observed_data"] = observed_group(model, y_test, first)
+    return out, {k: v for k, v in dims.items() if k != "f_train"}
 
 
 def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, seed=0,
-                        progress=False, target_accept_prob=0.8, threads="auto"):
+                        progress=False, target_accept_prob=0.8, threads="auto",
+                        hyperparameters=True):
     r"""Draw the equation coefficients of a fitted
-    :class:`~pyro_pidkl.models.PhysicsConditionedGP` by NUTS (module docstring).
+    :class:`~pyro_pidkl.models.PhysicsConditionedGP` (or
+    :class:`~pyro_pidkl.models.ConditionedSystemGP`), and the GP's own parameters, by NUTS
+    (module docstring).
 
-    :param model: a fitted conditioned GP (its GP parameters are held where the fit left
-        them; the coefficients start there).
+    :param model: a fitted conditioned GP (the chains start where the fit ended).
     :param int num_chains: chains, run one after the other (R-hat across them).
     :param threads: torch threads while sampling, as :func:`~pyro_pidkl.infer.fit`'s.
+    :param bool hyperparameters: draw the GP's identified parameters too (default); ``False``
+        holds them at the fit (empirical Bayes).
     :returns: :class:`CoefficientSamples`.
     """
-    thetas, sizes, start = _fitted_coefficients(model)
     num_warmup = positive_int(num_warmup, "num_warmup", minimum=0)
     num_samples = positive_int(num_samples, "num_samples")
     num_chains = positive_int(num_chains, "num_chains")
+    target = _Target(model, hyperparameters)
 
     def potential(params):
-        return _Potential.apply(params["theta"], model, thetas, sizes)
+        return target.potential(params["z"])
 
     def _one_chain(c):
         pyro.set_rng_seed(seed + 1000 * c)
         kernel = NUTS(potential_fn=potential, target_accept_prob=target_accept_prob)
         mcmc = MCMC(kernel, num_samples=num_samples, warmup_steps=num_warmup,
-                    initial_params={"theta": start.clone()}, disable_progbar=not progress)
+                    initial_params={"z": torch.zeros_like(target.start)},
+                    disable_progbar=not progress)
         mcmc.run()
-        chains.append(mcmc.get_samples()["theta"].detach().reshape(num_samples, -1))
+        z = mcmc.get_samples()["z"].detach().reshape(num_samples, -1)
+        chains.append(target.start + z @ target.L.T)
         div = mcmc.diagnostics().get("divergences", {})
         divergences[f"chain {c}"] = list(next(iter(div.values()), [])) if div else []
 
@@ -192,38 +320,26 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
                    divergences}
     if num_chains > 1 or num_samples >= 4:
         diagnostics["theta"]["r_hat"] = split_gelman_rubin(stacked)
-    return CoefficientSamples(model, stacked.reshape(-1, start.numel()), diagnostics,
+    return CoefficientSamples(target, stacked.reshape(-1, target.start.numel()), diagnostics,
                               seconds, num_chains)
 
 
 GUIDES = {"normal": "AutoNormal", "mvn": "AutoMultivariateNormal", "iaf": "AutoIAFNormal"}
 
 
-def _laplace_scale(model, p, start):
-    """A Cholesky factor of the coefficients' Laplace covariance at the fit (the GP's
-    parameters held), or 0.1 I where it is not finite."""
-    try:
-        cov = model.laplace(nuisance=False)[3][:p, :p].detach()
-        L = torch.linalg.cholesky(0.5 * (cov + cov.T))
-        if bool(torch.isfinite(L).all()):
-            return L
-    except (RuntimeError, ValueError):
-        pass
-    return 0.1 * torch.eye(p, dtype=start.dtype)
-
-
 def fit_coefficient_guide(model, guide="mvn", num_steps=1000, lr=0.02, num_samples=1000,
-                          seed=0, threads="auto"):
-    r"""Variational inference over a fitted conditioned GP's coefficients: the density of
-    :func:`sample_coefficients` (on the unconstrained scale, GP parameters held) as a Pyro
-    model with one site ``z``, the coefficients :math:`u = \hat u + L z` whitened by their
-    Laplace covariance :math:`L L^\top` at the fit, an autoguide fitted by SVI
-    (``Trace_ELBO``, Adam), then ``num_samples`` draws from it. Four particles per step,
-    the learning rate decaying tenfold from ``lr`` over the fit.
+                          seed=0, threads="auto", hyperparameters=True):
+    r"""Variational inference over a fitted conditioned GP's coefficients and GP
+    parameters: the density of :func:`sample_coefficients` as a Pyro model with one site
+    ``z`` (the unconstrained parameters whitened by their Laplace covariance at the fit,
+    :math:`u = \hat u + L z`), an autoguide fitted by SVI (``Trace_ELBO``, Adam), then
+    ``num_samples`` draws from it. Four particles per step, the learning rate decaying
+    tenfold from ``lr`` over the fit.
 
     :param str guide: ``"normal"`` (``AutoNormal``, a diagonal Gaussian), ``"mvn"``
         (``AutoMultivariateNormal``, default) or ``"iaf"`` (``AutoIAFNormal``, a
         normalising flow).
+    :param bool hyperparameters: as :func:`sample_coefficients`'.
     :returns: :class:`CoefficientSamples` (``losses`` the negative ELBO per step).
     """
     import pyro.distributions as dist
@@ -233,27 +349,25 @@ def fit_coefficient_guide(model, guide="mvn", num_steps=1000, lr=0.02, num_sampl
 
     if guide not in GUIDES:
         raise ValueError(f"Expected guide to be one of {tuple(GUIDES)}; got {guide!r}")
-    thetas, sizes, start = _fitted_coefficients(model)
     num_steps = positive_int(num_steps, "num_steps")
     num_samples = positive_int(num_samples, "num_samples")
-    p = start.numel()
-
-    # the site is z, u = start + L z with L L' the Laplace covariance of the coefficients
-    # at the fit: the posterior is near N(0, I) in z, where every guide starts
-    L = _laplace_scale(model, p, start)
+    target = _Target(model, hyperparameters)
+    zero = torch.zeros_like(target.start)
 
     def density():
         # flat in effect (sd 1e3, centred at the fit), but proper: the flow guide's set-up
-        # draws from the site
-        z = pyro.sample("z", dist.Normal(torch.zeros_like(start), 1e3).to_event(1))
-        pyro.factor("objective", -_Potential.apply(start + L @ z, model, thetas, sizes))
+        # draws from the site; the posterior is near N(0, I) in z, where every guide starts
+        z = pyro.sample("z", dist.Normal(zero, 1e3).to_event(1))
+        pyro.factor("objective", -target.potential(z))
 
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
-    init = {} if guide == "iaf" else {
-        "init_loc_fn": init_to_value(values={"z": torch.zeros_like(start)})}
+    # whitened, the posterior is near N(0, I) in z: the Gaussian guides start there (Pyro's
+    # default scale, 0.1, would start them ten times too narrow)
+    init = {} if guide == "iaf" else {"init_loc_fn": init_to_value(values={"z": zero}),
+                                      "init_scale": 1.0}
     dtype = torch.get_default_dtype()
-    torch.set_default_dtype(start.dtype)      # a flow's network in the model's precision
+    torch.set_default_dtype(zero.dtype)       # a flow's network in the model's precision
     try:
         q = getattr(autoguide, GUIDES[guide])(density, **init)
         q()                                   # its parameters made now, in that precision
@@ -270,9 +384,9 @@ def fit_coefficient_guide(model, guide="mvn", num_steps=1000, lr=0.02, num_sampl
         for _ in range(num_steps):
             losses.append(float(svi.step()))
         with torch.no_grad():
-            draws = torch.stack([start + L @ q()["z"].detach() for _ in range(num_samples)])
+            z = torch.stack([q()["z"].detach() for _ in range(num_samples)])
     seconds = time.perf_counter() - t0
-    out = CoefficientSamples(model, draws.reshape(-1, p), {}, seconds, 1)
+    out = CoefficientSamples(target, target.start + z @ target.L.T, {}, seconds, 1)
     out.losses, out.guide = losses, q
     pyro.clear_param_store()
     return out

@@ -156,6 +156,13 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         :func:`~pyro_pidkl.infer.fit` learns the parameters conditioning on a maximin subset
         of this many (:meth:`collocation_subset`), then solves with all of them (Gauss-Newton
         at the learned parameters); ``None``: always all.
+    :param dict priors: priors on the GP's own parameters, ``{name: distribution}`` in the
+        model's units (:meth:`hyperparameters` names them: ``"kernel.lengthscale"`` on the
+        inputs scaled to the domain, ``"noise"`` relative to the signal's variance); they
+        enter the objective (a MAP fit) and the densities that
+        :func:`~pyro_pidkl.infer.nuts.sample_coefficients` and
+        :func:`~pyro_pidkl.infer.nuts.fit_coefficient_guide` draw from. Without one, a
+        parameter's prior is flat on its unconstrained scale (the log of a lengthscale).
     Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
 
     Sites of :meth:`model`: the ``data`` factor, :math:`\log p(y \mid v)` (or
@@ -178,7 +185,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                  source_prior=None, source_inputs="auto", objective="auto",
                  newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
                  noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
-                 fit_collocation=600, conditions=(), **kwargs):
+                 fit_collocation=600, conditions=(), priors=None, **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -264,6 +271,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         #: set by pyro_pidkl.fit: the Laplace approximation is taken at a fitted optimum only
         self.register_buffer("fitted", torch.tensor(False))
         self._cache = None
+        self._set_priors(priors)
 
     # -- construction helpers ----------------------------------------------------------
     def _standardise_on_domain(self, standardize):

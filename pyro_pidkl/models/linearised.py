@@ -64,14 +64,48 @@ class LinearisedConditioning:
     (module docstring)."""
 
     def log_prior(self):
-        r""":math:`\sum \log p(\theta)` over the learned coefficients declared with a prior
-        (0 without any)."""
+        r""":math:`\log p(\theta) + \log p(\eta)`: the priors of the learned coefficients
+        declared with one and of the GP's parameters given ``priors`` (0 without any)."""
         total = 0.0
         for _, owner, p in self._coefficients():
             spec = owner.specs[p]
             if spec.prior is not None:
                 total = total + spec.prior.log_prob(getattr(owner, p)).sum()
+        for name, owner, p in self.hyperparameters():
+            prior = self.priors.get(name)
+            if prior is not None:
+                total = total + prior.log_prob(getattr(owner, p)).sum()
         return total
+
+    def hyperparameters(self):
+        """``[(name, owner, attribute), ...]`` of the GP's own scalar parameters that are
+        learned now (``_nuisance_parameters()``), named by their module path in the model's
+        units (``"kernel.lengthscale"``: inputs scaled to the domain; ``"noise"``: relative
+        to the signal's variance). A parameter held (a noise at its floor) is not among them.
+        """
+        wanted = {id(q) for q in self._nuisance_parameters()}
+        out = []
+        for path, module in self.named_modules():
+            for attr in getattr(module, "_pyro_params", {}):
+                q = module._parameters.get(attr + "_unconstrained")
+                if q is not None and id(q) in wanted:
+                    out.append((f"{path}.{attr}" if path else attr, module, attr))
+        return out
+
+    def _set_priors(self, priors):
+        r"""``priors``, ``{name: distribution}`` over the GP's parameters in the model's
+        units (:meth:`hyperparameters`' names; e.g. ``{"kernel.lengthscale":
+        dist.LogNormal(0, 1)}``), checked against the model's parameters in one line."""
+        priors = dict(priors or {})
+        names = [name for name, _, _ in self.hyperparameters()]
+        for name, prior in priors.items():
+            if name not in names:
+                raise ValueError(f"Expected priors to name the GP's parameters among "
+                                 f"{names}; got {name!r}")
+            if not isinstance(prior, torch.distributions.Distribution):
+                raise TypeError(f"Expected the prior of {name!r} to be a torch or Pyro "
+                                f"distribution; got {type(prior).__name__}")
+        self.priors = priors
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:

@@ -91,6 +91,8 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         ``"joint"``.
     :param bool parameter_uncertainty: predictions carry the coefficients' Laplace
         uncertainty once fitted (as :class:`PhysicsConditionedGP`).
+    :param dict priors: priors on the GPs' own parameters by name (as
+        :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
     """
 
     deterministic = True
@@ -99,7 +101,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
                  design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
                  noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
-                 newton_max_iter=30, seed=0, parameter_uncertainty=True,
+                 newton_max_iter=30, seed=0, parameter_uncertainty=True, priors=None,
                  dtype=torch.float64):
         super().__init__()
         if not isinstance(system, EquationSystem):
@@ -209,6 +211,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         self.register_buffer("f0_set", torch.tensor(False))
         self.register_buffer("fitted", torch.tensor(False))
         self._cache = None
+        self._set_priors(priors)
 
     def _collocation(self, collocation, design, seed, dtype):
         if collocation is None:
