@@ -141,3 +141,60 @@ def test_inputs_named_like_variables_do_not_clobber_them():
     assert tree["log_likelihood"]["y_train"].dims == ("chain", "draw", "train")
     np.testing.assert_allclose(tree["observed_data"]["train_y"].values, X[:, 1])
     assert np.isfinite(float(dg.loo(tree).elpd))
+
+
+def _first_order(model_name):
+    """A quickly fitted model of the first-order ODE example, by name."""
+    import pyro
+    import pyro.distributions as dist
+    from pyro_pidkl.physics import Parameter, first_order_ode
+    data = pk.datasets.simulate_first_order_ode()
+    X, y, box = data.X_train, data.y_train, pk.Box(t=(0.0, 1.0))
+    pyro.set_rng_seed(0)
+    model = {
+        "SparseGP": lambda: pk.SparseGP(X, y, num_inducing=10),
+        "LFM": lambda: pk.LFM(X, y, equation="ode", time="t", input_names=("t",)),
+        "PIDKL-bayes": lambda: pk.PIDKL(X, y, first_order_ode(
+            B=Parameter(0.5, prior=dist.LogNormal(0.0, 1.0)), D=0.5), domain=box, m=5),
+        "PhysicsConditionedGP": lambda: pk.PhysicsConditionedGP(
+            X, y, first_order_ode(B=0.5, D=0.5), domain=box, source="gp"),
+    }[model_name]()
+    if getattr(model, "deterministic", False):
+        pk.fit(model, progress=False)
+    else:
+        pk.fit(model, num_steps=40, progress=False)
+    return model, data
+
+
+@pytest.mark.parametrize("name", ["SparseGP", "LFM", "PIDKL-bayes", "PhysicsConditionedGP"])
+def test_every_model_has_an_arviz_tree_with_loo(name):
+    """Sparse (marginal draws at the training inputs), latent force, PI-DKL with a prior on
+    a coefficient (its guide's draws in the posterior group, not a constant) and the
+    conditioned GP: the four groups, shapes by input name, a finite PSIS-LOO."""
+    model, data = _first_order(name)
+    tree = dg.to_datatree(model, data.X_test[::10], data.y_test[::10], num_samples=80)
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data"} <= set(
+        tree.children)
+    n_test = data.X_test[::10].shape[0]
+    assert tree["posterior_predictive"]["y"].shape == (1, 80, n_test)
+    assert tree["log_likelihood"]["y_train"].shape == (1, 80, data.X_train.shape[0])
+    assert math.isfinite(float(dg.loo(tree).elpd))
+    if name == "PIDKL-bayes":
+        B = tree["posterior"]["B"].values
+        assert B.shape == (1, 80) and B.std() > 0
+
+
+def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
+    """ConditionedSystemGP: f and y (chain, draw, test, output) named by output, one
+    pointwise log likelihood per observed output (each at its own times), LOO of each."""
+    problem = pk.datasets.system_problem("lotka_volterra", 0)
+    model = pk.ConditionedSystemGP(problem.system, problem.data, domain=problem.domain,
+                                   collocation=60)
+    pk.fit(model, progress=False)
+    tree = dg.to_datatree(model, problem.test[::5], num_samples=60)
+    f = tree["posterior_predictive"]["f"]
+    assert f.shape == (1, 60, problem.test[::5].shape[0], 2)
+    assert list(f["output"].values) == ["x", "y"]
+    assert set(tree["log_likelihood"].data_vars) == {"y_x", "y_y"}
+    for var in ("y_x", "y_y"):
+        assert math.isfinite(float(dg.loo(tree, var).elpd))

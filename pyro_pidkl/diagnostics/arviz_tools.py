@@ -29,26 +29,41 @@ def _numpy(t):
     return t.detach().cpu().numpy()
 
 
+#: models whose ``forward`` gives marginal variances only: their draws of :math:`f` at the
+#: training inputs are drawn point by point (the pointwise log likelihood needs no more)
+MARGINAL_ONLY = ("SparseGP", "SparsePIDKL")
+
+
+def _draws(mean, var, num_samples, gen):
+    """``num_samples`` draws ``mean + z sqrt(var)`` (independent marginals)."""
+    z = torch.randn((num_samples, *mean.shape), generator=gen, dtype=mean.dtype)
+    return mean + z * var.clamp(min=0).sqrt()
+
+
 def predictive_groups(model, X_test, num_samples, gen):
-    r"""``num_samples`` draws from a fitted single-output model's predictive at its current
-    parameters: ``(groups, dims)`` with ``groups`` ``{"posterior": {"f_train"},
-    "posterior_predictive": {"f", "y"}, "log_likelihood": {"y_train"}}`` as numpy arrays
-    ``(num_samples, ...)`` (no chain dim) and ``dims`` their dim names."""
+    r"""``num_samples`` draws from a fitted model's predictive at its current parameters:
+    ``(groups, dims)`` with ``groups`` ``{"posterior": {"f_train"}, "posterior_predictive":
+    {"f", "y"}, "log_likelihood": {"y_train"}}`` as numpy arrays ``(num_samples, ...)`` (no
+    chain dim) and ``dims`` their dim names. For a system
+    (:class:`~pyro_pidkl.models.ConditionedSystemGP`): ``f``, ``y`` ``(..., test, output)``
+    and one log likelihood ``y_<output>`` per observed output."""
+    if hasattr(model, "outputs"):
+        return _system_groups(model, X_test, num_samples, gen)
     mean, var_f = model(X_test)
-    dtype = mean.dtype
-    sd_f = var_f.clamp(min=0).sqrt()
+    f_test = _draws(mean, var_f, num_samples, gen)
     noise = model.noise_variance()
-    z = torch.randn((num_samples, mean.shape[0]), generator=gen, dtype=dtype)
-    f_test = mean + z * sd_f
     y_test_draws = f_test + math.sqrt(noise) * torch.randn(f_test.shape, generator=gen,
-                                                           dtype=dtype)
-    mean_tr, cov_tr = model(model.X, full_cov=True)
-    n = mean_tr.shape[0]
-    # the posterior covariance at closely spaced, nearly noise-free training points is
-    # numerically singular: factor it by eigh with the (round-off) negative part clipped
-    evals, evecs = torch.linalg.eigh(0.5 * (cov_tr + cov_tr.T))
-    root = evecs * evals.clamp(min=0).sqrt()
-    f_train = mean_tr + torch.randn((num_samples, n), generator=gen, dtype=dtype) @ root.T
+                                                           dtype=mean.dtype)
+    if type(model).__name__ in MARGINAL_ONLY:
+        f_train = _draws(*model(model.X), num_samples, gen)
+    else:
+        mean_tr, cov_tr = model(model.X, full_cov=True)
+        # the posterior covariance at closely spaced, nearly noise-free training points is
+        # numerically singular: factor it by eigh with the (round-off) negative part clipped
+        evals, evecs = torch.linalg.eigh(0.5 * (cov_tr + cov_tr.T))
+        root = evecs * evals.clamp(min=0).sqrt()
+        f_train = mean_tr + torch.randn((num_samples, mean_tr.shape[0]), generator=gen,
+                                        dtype=mean.dtype) @ root.T
     loglik = (-0.5 * (model.y - f_train) ** 2 / noise - 0.5 * math.log(2 * math.pi * noise))
     groups = {"posterior": {"f_train": _numpy(f_train)},
               "posterior_predictive": {"f": _numpy(f_test), "y": _numpy(y_test_draws)},
@@ -57,52 +72,108 @@ def predictive_groups(model, X_test, num_samples, gen):
     return groups, dims
 
 
+def _system_groups(model, X_test, num_samples, gen):
+    """:func:`predictive_groups` of a system: marginal draws of every output at ``X_test``
+    and of each observed output at its own training inputs."""
+    mean, var_f = model(X_test)                                            # (P, C)
+    _, var_y = model(X_test, noiseless=False)
+    f_test = _draws(mean, var_f, num_samples, gen)
+    y_test = f_test + _draws(torch.zeros_like(mean), var_y - var_f, num_samples, gen)
+    groups = {"posterior_predictive": {"f": _numpy(f_test), "y": _numpy(y_test)},
+              "log_likelihood": {}}
+    dims = {"f": ["test", "output"], "y": ["test", "output"]}
+    noises = model.noises().detach() * model.y_scale ** 2
+    for c, name in enumerate(model.outputs):
+        if not model.counts[c]:
+            continue
+        m, v = model(model.X_by_output[c])
+        f = _draws(m[:, c], v[:, c], num_samples, gen)
+        y, noise = model.y_by_output[c], float(noises[c])
+        groups["log_likelihood"][f"y_{name}"] = _numpy(
+            -0.5 * (y - f) ** 2 / noise - 0.5 * math.log(2 * math.pi * noise))
+        dims[f"y_{name}"] = [f"train_{name}"]
+    return groups, dims
+
+
 def observed_group(model, y_test, groups):
-    """The ``observed_data`` group: the training targets, and ``y`` at the test inputs
-    when ``y_test`` is given (checked against the predictive's length)."""
-    data = {"y_train": _numpy(model.y)}
+    """The ``observed_data`` group: the training targets (``y_<output>`` each for a system),
+    and ``y`` at the test inputs when ``y_test`` is given (checked against the predictive's
+    shape)."""
+    if hasattr(model, "outputs"):
+        data = {f"y_{name}": _numpy(y) for name, y, n in
+                zip(model.outputs, model.y_by_output, model.counts) if n}
+    else:
+        data = {"y_train": _numpy(model.y)}
     if y_test is not None:
-        size = groups["posterior_predictive"]["f"].shape[-1]
+        shape = groups["posterior_predictive"]["f"].shape[1:]
         y_obs = np.asarray(y_test, dtype=float).reshape(-1)
-        if y_obs.shape[0] != size:
-            raise ValueError(f"Expected y_test to have shape ({size},) to match X_test; got "
+        if y_obs.size != int(np.prod(shape)):
+            raise ValueError(f"Expected y_test to have shape {shape} to match X_test; got "
                              f"{np.asarray(y_test).shape}")
-        data["y"] = y_obs
+        data["y"] = y_obs.reshape(shape)
     return data
 
 
 def with_input_coords(tree, model, X_test):
     """``tree`` with one coordinate per input name on its ``test`` dim (``test_t``) and
-    ``train`` dim (``train_t``)."""
-    Xt = _numpy(torch.as_tensor(np.asarray(X_test, dtype=float)).reshape(
-        -1, len(model.input_names)))
-    Xtr = _numpy(model.X)
+    training dims (``train_t``; ``train_<output>_t`` for a system), and the outputs' names
+    on a system's ``output`` dim."""
+    names = list(model.input_names)
+    Xt = _numpy(torch.as_tensor(np.asarray(X_test, dtype=float)).reshape(-1, len(names)))
+    train = ({f"train_{o}": _numpy(X) for o, X in zip(model.outputs, model.X_by_output)}
+             if hasattr(model, "outputs") else {"train": _numpy(model.X)})
     for group in list(tree.children):
         ds = tree[group].to_dataset()
         coords = {}
         if "test" in ds.dims:
-            coords.update({f"test_{name}": ("test", Xt[:, j])
-                           for j, name in enumerate(model.input_names)})
-        if "train" in ds.dims:
-            coords.update({f"train_{name}": ("train", Xtr[:, j])
-                           for j, name in enumerate(model.input_names)})
+            coords.update({f"test_{name}": ("test", Xt[:, j]) for j, name in enumerate(names)})
+        if "output" in ds.dims:
+            coords["output"] = list(model.outputs)
+        for dim, X in train.items():
+            if dim in ds.dims:
+                coords.update({f"{dim}_{name}": (dim, X[:, j]) for j, name in enumerate(names)})
         if coords:
             tree[group] = ds.assign_coords(coords)
     return tree
 
 
+def _equation_draws(model, num_samples, seed):
+    """``{name: (num_samples, ...)}`` of a model's equation parameters: draws from PI-DKL's
+    guide for those with a prior, the point estimate repeated for the others."""
+    physics = getattr(model, "physics", None)
+    draws = {}
+    if physics is not None and getattr(physics, "bayesian_sites", None):
+        import pyro
+        from pyro import poutine
+        with torch.no_grad(), pyro.poutine.seed(rng_seed=seed):
+            traces = [poutine.trace(physics.equation_guide).get_trace()
+                      for _ in range(num_samples)]
+        for site in physics.bayesian_sites:
+            draws[site.rsplit(".", 1)[1]] = np.stack(
+                [_numpy(tr.nodes[site]["value"]) for tr in traces])
+    params = model.equation_parameters() if hasattr(model, "equation_parameters") else {}
+    for name, value in params.items():
+        if name not in draws:
+            value = np.asarray(value, dtype=float)
+            draws[name] = np.broadcast_to(value, (num_samples, *value.shape)).copy()
+    return draws
+
+
 def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
-    """An ArviZ ``DataTree`` of a fitted single-output model (PIDKL, DKL, SKL, LFM,
-    SparseGP, PhysicsConditionedGP) at its fitted parameters; for a conditioned GP's
-    parameter draws, :meth:`~pyro_pidkl.infer.nuts.CoefficientSamples.to_datatree`.
+    """An ArviZ ``DataTree`` of any fitted model (PIDKL, DKL, SKL, LFM, SparseGP,
+    SparsePIDKL, PhysicsConditionedGP, ConditionedSystemGP) at its fitted parameters; for a
+    conditioned GP's parameter draws,
+    :meth:`~pyro_pidkl.infer.nuts.CoefficientSamples.to_datatree`.
 
     Groups (``S = num_samples``, one chain): ``posterior`` — ``f_train`` ``(chain, draw,
-    train)``, joint posterior draws of :math:`f` at the training inputs, and the equation
-    parameters (point estimates, constant over draws); ``posterior_predictive`` —
-    ``f`` and ``y`` ``(chain, draw, test)``; ``log_likelihood`` — ``y_train`` ``(chain, draw,
-    train)``, :math:`\\log \\mathcal{N}(y_i \\mid f_i, \\sigma^2)`; ``observed_data`` —
-    ``y_train`` and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim
-    carries one coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
+    train)``, posterior draws of :math:`f` at the training inputs (joint; marginal for the
+    sparse models), and the equation parameters (draws of PI-DKL's guide for those with a
+    prior, else the estimate, constant over draws); ``posterior_predictive`` — ``f`` and
+    ``y`` ``(chain, draw, test)``; ``log_likelihood`` — ``y_train`` ``(chain, draw, train)``,
+    :math:`\\log \\mathcal{N}(y_i \\mid f_i, \\sigma^2)`; ``observed_data`` — ``y_train``
+    and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim carries one
+    coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
+    A system's are per output (:func:`predictive_groups`), with an ``output`` dim.
     """
     from arviz_base import from_dict
 
@@ -110,20 +181,23 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     groups, dims = predictive_groups(model, X_test, num_samples, gen)
     data = {group: {k: v[None] for k, v in values.items()} for group, values in groups.items()}
     data["observed_data"] = observed_group(model, y_test, groups)
-    if hasattr(model, "equation_parameters"):
-        for name, value in model.equation_parameters().items():
-            value = np.asarray(value, dtype=float)
-            data["posterior"][name] = np.broadcast_to(value, (1, num_samples, *value.shape))
-            if value.ndim:
-                dims[name] = [f"{name}_dim"]
+    data.setdefault("posterior", {})
+    for name, values in _equation_draws(model, num_samples, seed).items():
+        data["posterior"][name] = values[None]
+        if values.ndim > 1:
+            dims[name] = [f"{name}_dim"]
     return with_input_coords(from_dict(data, dims=dims), model, X_test)
 
 
-def loo(tree):
-    """PSIS-LOO of the training data from a :func:`to_datatree` tree (``arviz_stats.loo``)."""
+def loo(tree, var_name=None):
+    """PSIS-LOO of the training data from a :func:`to_datatree` tree (``arviz_stats.loo``):
+    ``y_train``'s, or ``var_name``'s (a system's ``y_<output>``)."""
     from arviz_stats import loo as az_loo
 
-    return az_loo(tree, pointwise=True, var_name="y_train")
+    if var_name is None:
+        names = list(tree["log_likelihood"].data_vars)
+        var_name = "y_train" if "y_train" in names else names[0]
+    return az_loo(tree, pointwise=True, var_name=var_name)
 
 
 @own_parameters
