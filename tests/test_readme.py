@@ -38,7 +38,7 @@ def test_quick_start_runs_and_learns():
 def test_your_own_equation_fits_the_conditioned_model():
     """The block runs as written (a full fit: under a second) and prints what the README's
     output block shows, to the digits it shows."""
-    (block, output) = _blocks("### Your own equation")
+    (block, output, _) = _blocks("### Your own equation")
     namespace = {}
     exec(block, namespace)                                   # prints RMSE, omega, zeta
     learned = namespace["model"].equation_parameters()
@@ -75,6 +75,27 @@ def test_the_physics_term_on_another_model_runs_as_shown():
     assert isinstance(model.physics, pk.PhysicsTerm) and isinstance(model, pk.SKL)
     result = pk.fit(model, num_steps=20, lr=0.01, seed=0, progress=False)
     assert len(result.losses) == 20 and set(model.equation_parameters()) == {"B", "D"}
+
+
+def test_the_three_inference_calls_run_on_the_fitted_model():
+    """The README's full-VI and NUTS block, after the own-equation block, with fewer steps
+    and draws: the coefficients' posterior means near the truth, R-hat reported, the
+    mixture's mean as accurate as the plug-in's, an ArviZ tree with the predictive."""
+    import math
+    own, _, block = _blocks("### Your own equation")
+    namespace = {}
+    exec(own, namespace)
+    short = (block.replace('guide="mvn")', 'guide="mvn", num_steps=150)')
+             .replace("num_chains=2)", "num_chains=2, num_warmup=40, num_samples=40)"))
+    assert short != block and short.count("num_steps=150") == 1 and "num_warmup=40" in short
+    exec(short, namespace)
+    for name in ("vi", "nuts"):
+        s = namespace[name].summary(0.9)
+        assert abs(s["omega"]["mean"] - 2.0) < 0.05 and abs(s["zeta"]["mean"] - 0.15) < 0.02, s
+    assert math.isfinite(namespace["nuts"].summary()["omega"]["r_hat"])
+    import pyro_pidkl as pk
+    assert pk.rmse(namespace["mean"], namespace["data"].f_test) < 0.02
+    assert namespace["tree"]["posterior_predictive"]["f"].shape[:2] == (2, 40)
 
 
 def test_readme_is_a_front_door():

@@ -12,8 +12,12 @@ The target is the fit's objective as a density,
 :math:`\log p(y \mid v, \theta, \eta)` (or :math:`\log p(v, y \mid \theta, \eta)` with the
 joint objective) at the Gauss-Newton solution for each point, profiled over the kernel's
 variance; :math:`p(\theta)` the coefficients' priors (``Parameter(1.0,
-prior=dist.LogNormal(0, 1))``), :math:`p(\eta)` the model's ``priors``, and for a parameter
-without one a flat prior on its unconstrained scale (the log of a positive one). Both
+prior=dist.LogNormal(0, 1))``; a coefficient without one has a flat prior on its
+unconstrained scale, the log of a positive one) and :math:`p(\eta)` the model's ``priors``.
+A GP parameter drawn without a prior of the model's gets a weak one
+(:func:`default_prior`): flat on the log scale, a noise would pile its mass at its floor
+(where the data are interpolated exactly, a region the likelihood barely penalises and the
+log scale makes vast) and a lengthscale could run off to where the GP is constant. Both
 samplers move on :math:`z`, the unconstrained parameters whitened by their Laplace
 covariance at the fit, :math:`u = \hat u + L z`, with the log-Jacobian of a constraint added
 for a parameter with a prior.
@@ -38,7 +42,8 @@ from ..param_scope import own_parameters
 from .laplace import PRIOR_SD, parameters_at
 from .threads import fit_threads, torch_threads
 
-__all__ = ["CoefficientSamples", "fit_coefficient_guide", "sample_coefficients"]
+__all__ = ["CoefficientSamples", "DEFAULT_PRIORS", "default_prior", "fit_coefficient_guide",
+           "sample_coefficients"]
 
 # a trajectory that leaves the region where the joint covariance can be factored (a step
 # far out while NUTS finds its step size) is a divergence, as Pyro treats a singular matrix
@@ -64,6 +69,7 @@ class _Target:
         if not coefficients:
             raise ValueError("Expected a model with learned coefficients; it has none")
         self.model = model
+        self.extra = {}
         entries = [(name, getattr(owner, p + "_unconstrained"), owner.specs[p].constraint,
                     owner.specs[p].prior) for name, owner, p in coefficients]
         self.num_coefficients = len(entries)
@@ -79,8 +85,11 @@ class _Target:
                 q = owner._parameters[attr + "_unconstrained"]
                 idx = list(range(offsets[id(q)], offsets[id(q)] + q.numel()))
                 if bool((cov.diagonal()[idx] > 0).all()):  # identified; else held at the fit
-                    entries.append((name, q, owner._pyro_params[attr][0],
-                                    model.priors.get(name)))
+                    prior = model.priors.get(name)
+                    if prior is None:       # not in the model's objective: added here
+                        prior = default_prior(name, q)
+                        self.extra[len(entries)] = prior
+                    entries.append((name, q, owner._pyro_params[attr][0], prior))
                     rows += idx
         else:
             cov = _laplace(model, False)
@@ -100,6 +109,27 @@ class _Target:
     def potential(self, z):
         """The negative log density at whitened ``z`` (differentiable in ``z``)."""
         return _Potential.apply(self.start + self.L @ z, self)
+
+
+#: the default priors of the GP's parameters that the samplers draw, in the model's units
+#: (inputs scaled to the domain's spread, noises and variances relative to the signal's):
+#: wide on the log scale (two standard deviations span a factor of 20 to 400 either way)
+DEFAULT_PRIORS = {"lengthscale": (0.0, 1.5), "noise": (math.log(1e-2), 2.0),
+                  "variance": (0.0, 2.0)}
+
+
+def default_prior(name, tensor):
+    r"""The weak prior a sampler gives the GP parameter ``name`` drawn without one of the
+    model's: LogNormal with the location and scale of :data:`DEFAULT_PRIORS` by the name's
+    last part (``"kernel.lengthscale"`` :math:`\to` lengthscale), or ``None`` (flat on the
+    unconstrained scale) for another (an unobserved output's mean)."""
+    import pyro.distributions as dist
+    kind = name.rsplit(".", 1)[-1]
+    if kind not in DEFAULT_PRIORS:
+        return None
+    loc, scale = DEFAULT_PRIORS[kind]
+    return dist.LogNormal(torch.tensor(loc, dtype=tensor.dtype),
+                          torch.tensor(scale, dtype=tensor.dtype))
 
 
 def _laplace(model, nuisance):
@@ -131,10 +161,14 @@ class _Potential(torch.autograd.Function):
         values = [v.requires_grad_(True) for v in target.values(u.detach())]
         with torch.enable_grad(), parameters_at(target.tensors, values):
             loss = target.model._potential()
-            for t, constraint, prior in zip(target.tensors, target.constraints, target.priors):
+            for k, (t, constraint, prior) in enumerate(zip(target.tensors, target.constraints,
+                                                           target.priors)):
                 if prior is not None:          # log |d value / d u| of the constraint
                     transform = torch.distributions.transform_to(constraint)
-                    loss = loss - transform.log_abs_det_jacobian(t, transform(t)).sum()
+                    value = transform(t)
+                    loss = loss - transform.log_abs_det_jacobian(t, value).sum()
+                    if k in target.extra:      # a default prior, not in the objective
+                        loss = loss - prior.log_prob(value).sum()
             grads = torch.autograd.grad(loss, target.tensors, allow_unused=True)
         ctx.grad = torch.cat([(g if g is not None else torch.zeros_like(t)).reshape(-1)
                               for g, t in zip(grads, target.tensors)])
