@@ -154,7 +154,23 @@ def summary(path):
             f"{records.median([r['seconds'] for r in ok]) if ok else float('nan'):.1f} | "
             f"{len(rs) - len(ok)} |")
     tasks = sorted({r["task"] for r in recs.values()})
-    lines += ["", "problems: " + ", ".join(tasks)]
+    present = [m for m in METHODS if any(r["method"] == m for r in recs.values())]
+    lines += ["", "Share of 90% intervals that cover the truth, per problem:", "",
+              "| problem | " + " | ".join(present) + " |",
+              "|---|" + "---|" * len(present)]
+    for task in tasks:
+        cells = []
+        for m in present:
+            covers = [c for r in recs.values() if r["task"] == task and r["method"] == m
+                      and "error" not in r for c in r["interval_covers"].values()]
+            cells.append(f"{sum(covers) / len(covers):.2f}" if covers else "-")
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    nuts = [r for r in recs.values() if r["method"].startswith("nuts") and "error" not in r]
+    if nuts:
+        worst = max((v for r in nuts for v in r["r_hat"].values() if v == v),
+                    default=float("nan"))
+        lines += ["", f"NUTS: largest R-hat {worst:.3f} (one chain, split), divergences "
+                  f"{sum(r['divergences'] for r in nuts)} in {len(nuts)} runs"]
     return "\n".join(lines)
 
 
