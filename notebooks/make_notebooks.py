@@ -402,7 +402,7 @@ NOTEBOOKS = {
                "fitted once; then three ways to put a posterior on its unknowns (the "
                "coefficients `omega`, `zeta` and the GP's own lengthscale and noise):\n\n"
                "* **collapsed** (Laplace): the fit's MAP and the curvature there, in "
-               "milliseconds;\n"
+               "a tenth of a second;\n"
                "* **full VI**: a Pyro autoguide (`AutoMultivariateNormal`, or a normalising "
                "flow, `AutoIAFNormal`) fitted by SVI to the same density;\n"
                "* **NUTS**: Pyro's `MCMC`, two chains, with R-hat, ESS and divergences.\n\n"
