@@ -561,6 +561,8 @@ def test_a_prior_on_the_gps_lengthscale_enters_the_fit_and_the_draws():
     post = pk.sample_coefficients(tight, num_warmup=50, num_samples=50, seed=0)
     draws = post.samples["kernel.lengthscale"]
     assert draws.shape == (50,) and bool(((draws - 2.0).abs() < 0.1).all())
+    # the noise, drawn without a prior of the model's, gets the samplers' weak default
+    assert [post.target.names[k] for k in post.target.extra] == ["noise"]
     for bad, match in (({"lengthscale": dist.LogNormal(0, 1)}, "among"),
                        ({"kernel.lengthscale": 2.0}, "distribution")):
         with pytest.raises((ValueError, TypeError), match=match):

@@ -55,8 +55,10 @@ class _Target:
     r"""The parameters a sampler draws: ``names``, unconstrained ``tensors``, their
     ``constraints``, ``priors`` (``None``: flat on the unconstrained scale) and ``sizes``;
     ``start`` the flat unconstrained values at the fit and ``L`` ``(p, p)`` the Cholesky
-    factor of their Laplace covariance there (``0.1 I`` where it is not finite). Refused in
-    one line for another model, an unfitted one or one without learned coefficients."""
+    factor of their Laplace covariance there (``0.1 I`` where it is not finite); ``extra``
+    ``{entry: prior}`` the default priors (:func:`default_prior`) that the model's objective
+    lacks. Refused in one line for another model, an unfitted one or one without learned
+    coefficients."""
 
     def __init__(self, model, hyperparameters=True):
         if not hasattr(model, "_laplace_parameters") or not hasattr(model, "_coefficients"):
@@ -113,7 +115,8 @@ class _Target:
 
 #: the default priors of the GP's parameters that the samplers draw, in the model's units
 #: (inputs scaled to the domain's spread, noises and variances relative to the signal's):
-#: wide on the log scale (two standard deviations span a factor of 20 to 400 either way)
+#: wide on the log scale (two standard deviations: a factor of 20 either way for a
+#: lengthscale, 55 for a noise or a variance)
 DEFAULT_PRIORS = {"lengthscale": (0.0, 1.5), "noise": (math.log(1e-2), 2.0),
                   "variance": (0.0, 2.0)}
 
