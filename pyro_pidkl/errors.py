@@ -25,3 +25,7 @@ class FitDivergedError(PIDKLError, RuntimeError):
         super().__init__(message)
         self.history = [] if history is None else list(history)
         self.step, self.cause = step, cause
+
+
+class ConvergenceWarning(UserWarning):
+    """Gauss-Newton did not reach its tolerance."""

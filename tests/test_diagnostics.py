@@ -186,7 +186,8 @@ def test_every_model_has_an_arviz_tree_with_loo(name):
 
 def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
     """ConditionedSystemGP: f and y (chain, draw, test, output) named by output, one
-    pointwise log likelihood per observed output (each at its own times), LOO of each."""
+    pointwise log likelihood per observed output (each at its own times), LOO of each; NUTS
+    over the system's coefficients and GP parameters, with its own tree."""
     problem = pk.datasets.system_problem("lotka_volterra", 0)
     model = pk.ConditionedSystemGP(problem.system, problem.data, domain=problem.domain,
                                    collocation=60)
@@ -198,3 +199,9 @@ def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
     assert set(tree["log_likelihood"].data_vars) == {"y_x", "y_y"}
     for var in ("y_x", "y_y"):
         assert math.isfinite(float(dg.loo(tree, var).elpd))
+    # NUTS takes a system too: its coefficients and GPs' parameters, and the draws' tree
+    post = pk.sample_coefficients(model, num_warmup=15, num_samples=15, seed=0)
+    assert post.coefficients == ["alpha", "beta", "delta", "gamma"]
+    assert "kernels.0.lengthscale" in post.samples
+    drawn = post.to_datatree(problem.test[::5], num_draws=15)
+    assert drawn["posterior_predictive"]["f"].shape == (1, 15, problem.test[::5].shape[0], 2)

@@ -186,7 +186,7 @@ def sigma_points(model):
     ``[((values+, joint+), (values-, joint-)), ...]``, ``values`` the unconstrained
     :math:`[\theta; \eta]` of the point. Empty without learned coefficients; a coefficient
     that is not identified (an infinite interval) leaves them out, with a warning."""
-    from ..models.linearised import ConvergenceWarning
+    from ..errors import ConvergenceWarning
     names, theta, eta = model._laplace_parameters(True)
     if not names:
         return []

@@ -29,6 +29,7 @@ carry the parameters' uncertainty without the Laplace approximation.
 
 import math
 import time
+import warnings
 
 import pyro
 import torch
@@ -37,7 +38,7 @@ from pyro.ops.integrator import register_exception_handler
 from pyro.ops.stats import effective_sample_size, split_gelman_rubin
 
 from ..checks import positive_int
-from ..errors import NonFiniteError, NotPositiveDefiniteError
+from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
 from ..param_scope import own_parameters
 from .laplace import PRIOR_SD, parameters_at
 from .threads import fit_threads, torch_threads
@@ -45,10 +46,11 @@ from .threads import fit_threads, torch_threads
 __all__ = ["CoefficientSamples", "DEFAULT_PRIORS", "default_prior", "fit_coefficient_guide",
            "sample_coefficients"]
 
-# a trajectory that leaves the region where the joint covariance can be factored (a step
-# far out while NUTS finds its step size) is a divergence, as Pyro treats a singular matrix
-register_exception_handler(
-    "pyro_pidkl", lambda e: isinstance(e, (NonFiniteError, NotPositiveDefiniteError)))
+# a trajectory that leaves the region where the joint covariance can be factored, or where
+# Gauss-Newton does not converge (a step far out while NUTS finds its step size), is a
+# divergence, as Pyro treats a singular matrix: the density there is not evaluated
+register_exception_handler("pyro_pidkl", lambda e: isinstance(
+    e, (NonFiniteError, NotPositiveDefiniteError, ConvergenceWarning)))
 
 
 class _Target:
@@ -332,7 +334,9 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
     target = _Target(model, hyperparameters)
 
     def potential(params):
-        return target.potential(params["z"])
+        with warnings.catch_warnings():      # not converged: raised, then a divergence
+            warnings.simplefilter("error", ConvergenceWarning)
+            return target.potential(params["z"])
 
     def _one_chain(c):
         pyro.set_rng_seed(seed + 1000 * c)

@@ -22,15 +22,12 @@ import torch
 from pyro.nn import PyroParam
 
 from ..checks import warn
+from ..errors import ConvergenceWarning
 from ..infer.laplace import coefficient_intervals, laplace, laplace_covariance, sigma_points
 from ..param_scope import own_parameters
 
 __all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning",
            "with_point_priors"]
-
-
-class ConvergenceWarning(UserWarning):
-    """Gauss-Newton did not reach its tolerance."""
 
 
 class GaussNewtonResult:
