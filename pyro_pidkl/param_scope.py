@@ -1,10 +1,27 @@
 """A model's own scope of Pyro's global parameter store."""
 
+import contextlib
 import functools
 
 import pyro
 
-__all__ = ["own_parameters"]
+__all__ = ["own_parameters", "shared_store"]
+
+#: inside :func:`shared_store`, :func:`own_parameters` leaves the global store as it is
+_SHARED = [False]
+
+
+@contextlib.contextmanager
+def shared_store():
+    """Inside the block, methods under :func:`own_parameters` use the global store as it
+    is: an SVI step around them (a guide over a model's parameters) holds the store's
+    constrained values, which a scope's save and restore would replace by plain tensors."""
+    keep = _SHARED[0]
+    _SHARED[0] = True
+    try:
+        yield
+    finally:
+        _SHARED[0] = keep
 
 
 def own_parameters(method):
@@ -18,6 +35,8 @@ def own_parameters(method):
     """
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
+        if _SHARED[0]:
+            return method(*args, **kwargs)
         with pyro.get_param_store().scope():
             return method(*args, **kwargs)
     return wrapper

@@ -205,3 +205,6 @@ def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
     assert "kernels.0.lengthscale" in post.samples
     drawn = post.to_datatree(problem.test[::5], num_draws=15)
     assert drawn["posterior_predictive"]["f"].shape == (1, 15, problem.test[::5].shape[0], 2)
+    # and an autoguide (the system's own parameter sites kept out of the SVI trace)
+    guide = pk.fit_coefficient_guide(model, guide="normal", num_steps=5, num_samples=20)
+    assert guide.samples["alpha"].shape == (20,) and len(guide.losses) == 5

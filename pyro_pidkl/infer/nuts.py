@@ -39,7 +39,7 @@ from pyro.ops.stats import effective_sample_size, split_gelman_rubin
 
 from ..checks import positive_int
 from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
-from ..param_scope import own_parameters
+from ..param_scope import own_parameters, shared_store
 from .laplace import PRIOR_SD, parameters_at
 from .threads import fit_threads, torch_threads
 
@@ -164,7 +164,11 @@ class _Potential(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, target):
         values = [v.requires_grad_(True) for v in target.values(u.detach())]
-        with torch.enable_grad(), parameters_at(target.tensors, values):
+        # blocked and in the store as it is: the model's sites must not enter an SVI trace
+        # around it, and a scope's save and restore inside the SVI step would replace the
+        # guide's constrained parameters by plain tensors (every nonlinear model failed)
+        with torch.enable_grad(), pyro.poutine.block(), shared_store(), \
+                parameters_at(target.tensors, values):
             loss = target.model._potential()
             for k, (t, constraint, prior) in enumerate(zip(target.tensors, target.constraints,
                                                            target.priors)):
