@@ -619,3 +619,16 @@ def test_an_autoguide_over_the_coefficients_agrees_with_nuts(guide):
     assert len(post.losses) == 300
     with pytest.raises(ValueError, match="guide to be one of"):
         pk.fit_coefficient_guide(model, guide="laplace")
+
+
+def test_source_prior_is_one_of_the_models_priors():
+    """``source_prior`` enters the objective once, as the prior of ``source_kernel.variance``
+    (so that the samplers do not add their default on top of it)."""
+    import pyro.distributions as dist
+    t = torch.linspace(0, 1, 12, dtype=torch.float64)[:, None]
+    prior = dist.LogNormal(0.0, 1.0)
+    model = pk.PhysicsConditionedGP(t, torch.exp(-t[:, 0]), pk.physics.first_order_ode(B=0.7),
+                                    source="gp", source_prior=prior)
+    assert model.priors["source_kernel.variance"] is prior
+    expected = prior.log_prob(model.source_kernel.variance)
+    assert torch.allclose(torch.as_tensor(model.log_prior()), expected)

@@ -271,6 +271,9 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         #: set by pyro_pidkl.fit: the Laplace approximation is taken at a fitted optimum only
         self.register_buffer("fitted", torch.tensor(False))
         self._cache = None
+        priors = dict(priors or {})
+        if self.source_kind == "gp" and source_prior is not None:  # one prior among the rest
+            priors.setdefault("source_kernel.variance", source_prior)
         self._set_priors(priors)
 
     # -- construction helpers ----------------------------------------------------------
@@ -793,13 +796,11 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     def _objective(self, joint):
         r"""The fit's objective at ``joint``: :math:`\log p(y \mid v)` (``"conditional"``) or
         :math:`\log p(v, y)` (``"joint"``), each maximised over the kernel's variance, plus
-        the source amplitude's log prior (``source_prior``)."""
+        the log priors (``priors``, ``source_prior`` among them)."""
         if self.objective == "conditional":
             value = joint.log_prob_data_given_virtual(profile=True)
         else:
             value = joint.log_prob(profile=True)
-        if self.source_kind == "gp" and self.source_prior is not None:
-            value = value + self.source_prior.log_prob(self.source_kernel.variance)
         return value + self.log_prior()
 
     def _what(self):
