@@ -47,12 +47,21 @@ from ..kernels.se import se_ard
 from ..physics.collocation import collocation_points, given_points, maximin_subset
 from ..physics.domain import Box
 from ..physics.linearise import JetField
+from ..physics.ode import explicit_ode
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import LinearisedConditioning, with_point_priors
 from .system_data import split_by_output
 
 __all__ = ["ConditionedSystemGP"]
+
+
+def _set(module, name, value):
+    """Write ``value`` into PyroParam ``name`` of ``module`` (through its constraint)."""
+    constraint = module._pyro_params[name][0]
+    u = getattr(module, name + "_unconstrained")
+    u.copy_(torch.distributions.transform_to(constraint).inv(
+        torch.as_tensor(value, dtype=u.dtype)).reshape(u.shape))
 
 
 def _fill(held, index, learned):
@@ -207,6 +216,8 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
             raise ValueError(f"System {system.name!r} reads a derivative of order above 4; "
                              "ConditionedSystemGP supports orders up to 4")
         self.linear = is_linear_system(system, probe, names, seed=seed)
+        self.ode = explicit_ode(system, names, seed=seed)     # None unless f' = F(t, f)
+        self._loose_start = False
         self.register_buffer("f0", torch.zeros(C, len(self.indices), Z.shape[0], dtype=dtype))
         self.register_buffer("f0_set", torch.tensor(False))
         self.register_buffer("fitted", torch.tensor(False))
@@ -249,19 +260,25 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
 
     def continuation(self):
         r"""The stages :func:`~pyro_pidkl.infer.fit` runs before the fit itself when the
-        system has learned coefficients: the residual noise :math:`\tau` at
-        :math:`10^{-1}, 10^{-2}, \dots` down to the model's own, each fit starting from the
-        last. Held loosely, the equations leave the GPs to follow the data and the
-        coefficients' objective has one broad optimum (close to gradient matching); held
-        tightly from the start, the marginal likelihood of an oscillator's coefficients has
-        many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at c = 0.9 with
-        the truth's 3.0 a hundred nats better). The model's :math:`\tau` is put back at the
-        end."""
+        system has learned coefficients. First :meth:`match_gradients`, then, for an
+        explicit ODE with data, :meth:`match_trajectories` (shooting); then the residual
+        noise :math:`\tau` at :math:`10^{-1}, 10^{-2}, \dots` down to the model's own, each
+        fit starting from the last. Held loosely, the equations leave the GPs to follow the
+        data and the coefficients' objective has one broad optimum (close to gradient
+        matching); held tightly from the start, the marginal likelihood of an oscillator's
+        coefficients has many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at
+        c = 0.9 with the truth's 3.0 a hundred nats better). After a shooting fit the stages
+        start at :math:`10^{-3}` (on a trajectory of the ODE already; loose stages let an
+        unobserved output drift: SIR's susceptibles collapsed to a constant), except in
+        the second start (:attr:`starts`), which runs them all. The model's :math:`\tau`
+        is put back at the end."""
         if not self._coefficients():
             return
         self.match_gradients()
+        shot = self.match_trajectories()
         target = float(self.residual_noise)
-        tau = 1e-1
+        tight = shot is not None and shot.improved and not self._loose_start
+        tau = 1e-3 if tight else 1e-1
         try:
             while tau > 10 * target:
                 self.residual_noise.fill_(tau)
@@ -270,15 +287,27 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                 tau /= 10
         finally:
             self.residual_noise.fill_(target)
+            self._loose_start = False
             self._cache = None
 
     @property
     def starts(self):
-        """Starts of a fit, each through :meth:`continuation`: the coefficients as given,
-        and moved by a factor of three either way (``log 3`` in their unconstrained space),
-        the best final objective kept (as :attr:`PhysicsConditionedGP.starts`): on
-        FitzHugh-Nagumo one continuation ended 63 nats below the truth's basin."""
-        return [0.0, math.log(3.0), -math.log(3.0)] if self._coefficients() else [0.0]
+        """Starts of a fit, each through :meth:`continuation`, the best final objective kept
+        (as :attr:`PhysicsConditionedGP.starts`). Without shooting: the coefficients as
+        given, and moved by a factor of three either way (``log 3`` in their unconstrained
+        space; on FitzHugh-Nagumo one continuation ended 63 nats below the truth's basin).
+        With shooting (an explicit ODE with data), which finds its own start: two, the
+        stages from :math:`10^{-3}` and from :math:`10^{-1}` (:meth:`continuation`)."""
+        if not self._coefficients():
+            return [0.0]
+        if self._shoots():
+            return [0.0, 0.0]
+        return [0.0, math.log(3.0), -math.log(3.0)]
+
+    def _shoots(self):
+        """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE
+        with data."""
+        return self.ode is not None and sum(self.counts) > 0
 
     @property
     def default_restarts(self):
@@ -286,6 +315,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
 
     def restart(self, r):
         """Start ``r`` of a fit (:attr:`starts`)."""
+        self._loose_start = self._shoots() and r == 1
         with torch.no_grad():
             for _, owner, p in self._coefficients():
                 getattr(owner, p + "_unconstrained").add_(self.starts[r])
@@ -369,6 +399,85 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                 self.f0_set.fill_(True)
         self._cache = None
         return self.equation_parameters()
+
+    def match_trajectories(self, segments=None):
+        r"""For a system that is an explicit ODE :math:`f' = F(t, f; \theta)`
+        (:func:`~pyro_pidkl.physics.ode.explicit_ode`; other systems are left as they are),
+        fit the learned coefficients and every output's initial state to the data by
+        multiple, then single shooting (:func:`~pyro_pidkl.infer.shooting.fit_by_shooting`),
+        from the current coefficients (:meth:`match_gradients` gives them) and the current
+        jets. Where that ends below where it started, the coefficients are set, and so is
+        the linearisation point: the integrated trajectory's values and derivatives at Z
+        (and an unobserved output's prior centre at the trajectory's mean). Gradient
+        matching alone lets the scale of an output nobody measured trade off against the
+        coefficients that multiply it (SIR's susceptibles): a trajectory of the ODE cannot.
+
+        :returns: the :class:`~pyro_pidkl.infer.shooting.ShootingResult`, or ``None`` when
+            the system is not an explicit ODE or nothing is observed."""
+        from ..infer.shooting import fit_by_shooting
+        ode = self.ode
+        if ode is None or not sum(self.counts):
+            return None
+        coefficients = [(n, torch.distributions.transform_to(self.system.specs[n].constraint),
+                         float(getattr(owner, p + "_unconstrained").detach()))
+                        for n, owner, p in self._coefficients()]
+        with torch.no_grad():
+            jets = self.f0 if bool(self.f0_set) else self._data_jet()
+            t_all = torch.cat([X[:, 0] for X in self.X_by_output])
+            t0 = min(float(self.domain.low[0]), float(t_all.min()))
+            t1 = float(t_all.max())
+            x0 = jets[:, 0, int((self.Z[:, 0] - t0).abs().argmin())].numpy()
+            scale = self.y_scale.numpy()
+            sd = np.maximum((self.y_scale * self.noises().sqrt()).numpy(), 0.05 * scale)
+        observations = [(X[:, 0].numpy(), y.numpy())
+                        for X, y in zip(self.X_by_output, self.y_by_output)]
+        result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
+                                 segments=segments)
+        if not result.improved:
+            return result
+        with torch.no_grad():
+            for (_, owner, p), v in zip(self._coefficients(), result.theta):
+                getattr(owner, p + "_unconstrained").fill_(float(v))
+            times, inverse = torch.unique(self.Z[:, 0], return_inverse=True)
+            grid = np.unique(np.r_[times.numpy(), t0])
+            traj = ode.integrate(t0, torch.as_tensor(result.x0)[None], grid)
+            if traj is not None:
+                at = np.searchsorted(grid, times.numpy())
+                values = torch.as_tensor(traj[0][:, at].T)              # (times, C)
+                slopes = ode.rhs(times, values)
+                f0 = self.f0.new_zeros(self.f0.shape)
+                for k, idx in enumerate(self.indices):
+                    f0[:, k] = (values if idx == () else slopes).T[:, inverse]
+                self.f0.copy_(f0)
+                self.f0_set.fill_(True)
+                self._priors_from_trajectory(values[inverse], result.sd)
+        self._cache = None
+        return result
+
+    def _priors_from_trajectory(self, values, sd):
+        r"""Each GP's prior set to hold a trajectory ``values`` ``(M, C)`` at Z: its
+        lengthscale from an SE-ARD fit to the trajectory alone, its variance the
+        trajectory's spread, an unobserved output's centre its mean, and each learned noise
+        the shooting's noise scale ``sd`` ``(C,)``. Held tightly, the equations leave the
+        GPs no room to adapt their own parameters: FitzHugh-Nagumo's voltage, whose data-
+        only fit interpolates it (lengthscale at its floor, noise 0.0008 of the signal's),
+        kept Gauss-Newton from converging at every step of a tight fit."""
+        floor = math.exp(self.parameter_bounds()[self.kernels[0].lengthscale_unconstrained][0])
+        keep = maximin_subset(self.Z_s, min(self.Z.shape[0], 100 * self.input_dim))
+        for c, kern in enumerate(self.kernels):
+            g = (values[:, c] - self.y_loc[c]) / self.y_scale[c]
+            level = g.mean()
+            found = fit_data_only(self.Z_s[keep], (g - level)[keep], noise_floor=1e-8)
+            if found is not None:
+                _set(kern, "lengthscale", found.lengthscale.clamp(min=1.01 * floor, max=20.0))
+            _set(kern, "variance", (g - level).pow(2).mean().clamp(min=1e-6))
+            if c in self.mean_learned:
+                self.mean_unobserved_unconstrained[self.mean_learned.index(c)] = level
+            if c in self.noise_learned:
+                j = self.noise_learned.index(c)
+                noise = self.noise.detach().clone()
+                noise[j] = (float(sd[c]) / self.y_scale[c]) ** 2
+                _set(self, "noise", noise)
 
     def parameter_bounds(self):
         """Lengthscales stay above half the spacing of the points (as

@@ -1,0 +1,122 @@
+r"""A system of first-order ODEs in explicit form, and its integration.
+
+A system in one input :math:`t` whose residuals read each output and only its first
+derivative, with the derivatives entering linearly through a constant invertible matrix,
+
+.. math:: \psi[f](t) = W f'(t) + h(t, f(t)) = 0, \qquad W \in \mathbb{R}^{C \times C},
+
+is the ODE :math:`f' = F(t, f) = -W^{-1} h(t, f)`: :func:`explicit_ode` finds :math:`W` by
+linearising the system at random jets and random coefficients (the coefficients of
+:math:`f'` must be the same at every one of them), and :math:`h(t, f)` is the residual
+with the derivatives read as zeros. Nothing is asked of the user: the system as written
+for the conditioned GP (``V.d("t") - c * (V - V**3/3 + R)``) is the ODE.
+
+:class:`ExplicitODE` evaluates :math:`F` on a batch of states with a batch of coefficient
+values (``B`` trajectories at once, e.g. a finite-difference Jacobian's columns) and
+integrates them with :func:`scipy.integrate.solve_ivp` (LSODA: stiff or not).
+"""
+
+import numpy as np
+import torch
+
+from .linearise import JetField, _random_parameters
+from .system import EquationSystem, linearise_system
+
+__all__ = ["ExplicitODE", "explicit_ode"]
+
+
+class ExplicitODE:
+    r""":math:`f' = -W^{-1} h(t, f)` for an :class:`~pyro_pidkl.physics.EquationSystem`
+    (module docstring); build it with :func:`explicit_ode`.
+
+    :param system: the system.
+    :param tuple names: the input's name, ``(t,)``.
+    :param torch.Tensor W_inv: :math:`W^{-1}` ``(C, C)``.
+    """
+
+    def __init__(self, system, names, W_inv):
+        self.system, self.names, self.W_inv = system, tuple(names), W_inv
+
+    def rhs(self, t, state, values=None):
+        r""":math:`F(t, f)` ``(B, C)`` at times ``t`` ``(B,)`` and states ``state``
+        ``(B, C)`` (user units), with coefficient values ``values`` (``{name: (B,)}`` or
+        scalars; default the system's current ones)."""
+        points = t.to(state.dtype)[:, None]
+        fields = {o: JetField({(): state[:, c]}, points, self.names,
+                              allowed=self.system.inputs, leaves=False)
+                  for c, o in enumerate(self.system.outputs)}
+        h = self.system.evaluate(fields, points, self.names, values)    # (C, B)
+        return -(self.W_inv.to(h) @ h).T
+
+    def integrate(self, t0, x0, t_eval, values=None, t_offset=None, rtol=1e-6, atol=1e-8):
+        r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time ``t0`` and return
+        them at ``t_eval`` (increasing, ``(T,)``, all at or after ``t0``) as ``(B, C, T)``,
+        or ``None`` where the solver fails (a blow-up, a non-finite value).
+
+        :param values: coefficient values ``{name: (B,)}`` (default: the current ones).
+        :param t_offset: ``(B,)`` added to the time each trajectory sees (trajectories
+            that start at different times, integrated over the same interval)."""
+        from scipy.integrate import solve_ivp
+        x0 = torch.as_tensor(x0, dtype=torch.float64)
+        B, C = x0.shape
+        offset = (torch.zeros(B, dtype=x0.dtype) if t_offset is None
+                  else torch.as_tensor(t_offset, dtype=x0.dtype))
+        t_eval = np.asarray(t_eval, dtype=float)
+
+        def F(t, s):
+            with torch.no_grad():
+                out = self.rhs(offset + t, torch.as_tensor(s).reshape(B, C), values)
+            out = out.reshape(-1).numpy()
+            return out if np.isfinite(out).all() else np.full_like(out, np.nan)
+
+        with np.errstate(all="ignore"):
+            try:
+                sol = solve_ivp(F, (float(t0), float(t_eval[-1])), x0.reshape(-1).numpy(),
+                                t_eval=t_eval, method="LSODA", rtol=rtol, atol=atol)
+            except (ValueError, ArithmeticError, RuntimeError):
+                return None
+        if not sol.success or sol.y.shape[1] != len(t_eval) or not np.isfinite(sol.y).all():
+            return None
+        return sol.y.reshape(B, C, -1)
+
+
+def explicit_ode(system, names=None, trials=3, seed=0, rtol=1e-10):
+    r"""The system as an explicit ODE :math:`f' = F(t, f)` (an :class:`ExplicitODE`), or
+    ``None`` when it is not one: more than one input, a derivative of order above one, a
+    number of equations other than the number of outputs, or coefficients of the
+    derivatives that change with the state, the coefficients or the point, or that are
+    singular."""
+    if not isinstance(system, EquationSystem):
+        return None
+    names = tuple(names or system.inputs)
+    if len(names) != 1:
+        return None
+    C, m = len(system.outputs), 5
+    g = torch.Generator().manual_seed(seed)
+    points = torch.rand(m, 1, generator=g, dtype=torch.float64) * 4 - 2
+    settings = [{}] + [_random_parameters(system, g, torch.float64) for _ in range(trials)]
+    W = None
+    for k, values in enumerate(settings):
+        jets = [{(): (1 + 4 * k) * torch.randn(m, generator=g, dtype=torch.float64),
+                 (0,): (1 + 4 * k) * torch.randn(m, generator=g, dtype=torch.float64)}
+                for _ in range(C)]
+        try:
+            lin = linearise_system(system, jets, points, names, **values)
+        except (ValueError, TypeError, RuntimeError):
+            return None
+        if lin.h0.shape[0] != C:
+            return None
+        Wk = torch.zeros(C, C, m, dtype=torch.float64)
+        for (e, c), coef in lin.coefficients.items():
+            for idx, v in coef.items():
+                if idx not in ((), (0,)):
+                    return None
+                if idx == (0,):
+                    Wk[e, c] = v.detach()
+        if W is None:
+            W = Wk[..., 0]
+        if not torch.allclose(Wk, W[..., None].expand_as(Wk), rtol=rtol, atol=rtol):
+            return None
+    if not bool(torch.isfinite(W).all()) or torch.linalg.matrix_rank(W) < C:
+        return None
+    return ExplicitODE(system, names, torch.linalg.inv(W))
