@@ -25,14 +25,14 @@ _SOURCES = {
     "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
     "torch_threads": "infer", "training_objective": "infer",
     "CoefficientSamples": "infer", "fit_coefficient_guide": "infer",
-    "sample_coefficients": "infer",
+    "sample_coefficients": "infer", "fit_by_shooting": "infer",
     "MLP": "kernels", "feature_jet": "kernels",
     "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
     "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",
     "SparsePIDKL": "models", "collocation_points": "models",
     "Box": "physics", "Condition": "physics", "Equation": "physics",
     "EquationSystem": "physics", "ConditionedSystemGP": "models", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
-    "PhysicsTerm": "physics",
+    "PhysicsTerm": "physics", "ExplicitODE": "physics", "explicit_ode": "physics",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
 

@@ -278,7 +278,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         shot = self.match_trajectories()
         target = float(self.residual_noise)
         tight = shot is not None and shot.improved and not self._loose_start
-        tau = 1e-3 if tight else 1e-1
+        tau = target if tight else 1e-1
         try:
             while tau > 10 * target:
                 self.residual_noise.fill_(tau)

@@ -8,6 +8,7 @@ from .equation import Equation, Parameter
 from .geometry import Difference, Disk, Polygon, Rectangle, Shape, TimeProduct
 from .linearise import JetField, Linearisation, is_linear, linearise
 from .system import EquationSystem, is_linear_system, linearise_system
+from .ode import ExplicitODE, explicit_ode
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
 
@@ -18,6 +19,7 @@ __all__ = [
     "Disk",
     "Equation",
     "EquationSystem",
+    "ExplicitODE",
     "Gaussian",
     "Field",
     "Inputs",
@@ -34,6 +36,7 @@ __all__ = [
     "burgers_1d",
     "collocation_points",
     "diffusion_2d",
+    "explicit_ode",
     "first_order_ode",
     "heat_1d",
     "is_linear",

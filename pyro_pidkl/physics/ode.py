@@ -25,6 +25,10 @@ from .system import EquationSystem, linearise_system
 __all__ = ["ExplicitODE", "explicit_ode"]
 
 
+class _TooCostly(Exception):
+    """The solver used up its evaluations."""
+
+
 class ExplicitODE:
     r""":math:`f' = -W^{-1} h(t, f)` for an :class:`~pyro_pidkl.physics.EquationSystem`
     (module docstring); build it with :func:`explicit_ode`.
@@ -48,14 +52,18 @@ class ExplicitODE:
         h = self.system.evaluate(fields, points, self.names, values)    # (C, B)
         return -(self.W_inv.to(h) @ h).T
 
-    def integrate(self, t0, x0, t_eval, values=None, t_offset=None, rtol=1e-6, atol=1e-8):
+    def integrate(self, t0, x0, t_eval, values=None, t_offset=None, rtol=1e-6, atol=1e-8,
+                  max_evaluations=4000):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time ``t0`` and return
         them at ``t_eval`` (increasing, ``(T,)``, all at or after ``t0``) as ``(B, C, T)``,
         or ``None`` where the solver fails (a blow-up, a non-finite value).
 
         :param values: coefficient values ``{name: (B,)}`` (default: the current ones).
         :param t_offset: ``(B,)`` added to the time each trajectory sees (trajectories
-            that start at different times, integrated over the same interval)."""
+            that start at different times, integrated over the same interval).
+        :param int max_evaluations: evaluations of :math:`F` after which the solver gives
+            up (``None``): coefficients that make the system stiff beyond use (a fit's
+            trial point) cost a bounded time."""
         from scipy.integrate import solve_ivp
         x0 = torch.as_tensor(x0, dtype=torch.float64)
         B, C = x0.shape
@@ -63,7 +71,12 @@ class ExplicitODE:
                   else torch.as_tensor(t_offset, dtype=x0.dtype))
         t_eval = np.asarray(t_eval, dtype=float)
 
+        calls = [0]
+
         def F(t, s):
+            calls[0] += 1
+            if calls[0] > max_evaluations:
+                raise _TooCostly
             with torch.no_grad():
                 out = self.rhs(offset + t, torch.as_tensor(s).reshape(B, C), values)
             out = out.reshape(-1).numpy()
@@ -73,7 +86,7 @@ class ExplicitODE:
             try:
                 sol = solve_ivp(F, (float(t0), float(t_eval[-1])), x0.reshape(-1).numpy(),
                                 t_eval=t_eval, method="LSODA", rtol=rtol, atol=atol)
-            except (ValueError, ArithmeticError, RuntimeError):
+            except (ValueError, ArithmeticError, RuntimeError, _TooCostly):
                 return None
         if not sol.success or sol.y.shape[1] != len(t_eval) or not np.isfinite(sol.y).all():
             return None
