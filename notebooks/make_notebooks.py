@@ -388,12 +388,14 @@ NOTEBOOKS = {
                  "for j, name in enumerate((\"x\", \"v\")):\n"
                  "    print(name, \"RMSE\", round(pk.rmse(mean[:, j], true[:, j]), 4),\n"
                  "          \"95% coverage\", round(pk.coverage(mean[:, j], var[:, j], true[:, j]), 2))"),
-        ("md", "## When it does not work\nAn output that is never observed is pinned only "
-               "through the equations: its scale can trade off with a coefficient (hold one "
-               "fixed, or give `scales={\"v\": (loc, size)}` when its size is known), and from a "
-               "start far from the truth a nonlinear system with an unobserved output can "
-               "end at a degenerate optimum. The fit then warns that coefficients are not "
-               "identified; `docs/systems.md` lists where this happens (Hes1, SIR)."),
+        ("md", "## How the fit starts, and when it does not work\nThe spring is an explicit "
+               "ODE (`pk.explicit_ode(system)` finds `f' = F(t, f)` in it), so `pk.fit` first "
+               "fits `k`, `c` and both initial values to the data through the ODE's own "
+               "trajectories (shooting), and the conditioned GP starts there. An output that "
+               "is never observed is pinned only through the equations: its scale can trade "
+               "off with a coefficient (hold one fixed, or give `scales={\"v\": (loc, size)}` "
+               "when its size is known). The fit warns when coefficients are not identified; "
+               "`docs/systems.md` lists where it works and where it does not (Hes1)."),
     ],
     "07_collapsed_vs_full_vi_vs_nuts": [
         ("md", "# Collapsed vs full VI vs NUTS, on one model\n\n"
