@@ -161,7 +161,9 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
         if ftol <= tol and (gn.iterations <= 1 or abs(previous - value) <= 1e-6 * scale):
             break
         previous = value
-    if best is not None and not value <= best[0]:
+    # put the best back where it is better than the end beyond rounding (an end a rounding
+    # away from the best is where Gauss-Newton converged last)
+    if best is not None and not value <= best[0] + 1e-6 * scale:
         model.load_state_dict(best[1])
         value = best[0]
     return value
