@@ -267,11 +267,11 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         data and the coefficients' objective has one broad optimum (close to gradient
         matching); held tightly from the start, the marginal likelihood of an oscillator's
         coefficients has many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at
-        c = 0.9 with the truth's 3.0 a hundred nats better). After a shooting fit the stages
-        start at :math:`10^{-3}` (on a trajectory of the ODE already; loose stages let an
-        unobserved output drift: SIR's susceptibles collapsed to a constant), except in
-        the second start (:attr:`starts`), which runs them all. The model's :math:`\tau`
-        is put back at the end."""
+        c = 0.9 with the truth's 3.0 a hundred nats better). After a shooting fit there are
+        no stages, the fit held tightly at once (on a trajectory of the ODE already; loose
+        stages let an unobserved output drift: SIR's susceptibles collapsed to a constant),
+        except in the second start (:attr:`starts`), which runs them all. The model's
+        :math:`\tau` is put back at the end."""
         if not self._coefficients():
             return
         self.match_gradients()
@@ -296,8 +296,9 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         (as :attr:`PhysicsConditionedGP.starts`). Without shooting: the coefficients as
         given, and moved by a factor of three either way (``log 3`` in their unconstrained
         space; on FitzHugh-Nagumo one continuation ended 63 nats below the truth's basin).
-        With shooting (an explicit ODE with data), which finds its own start: two, the
-        stages from :math:`10^{-3}` and from :math:`10^{-1}` (:meth:`continuation`)."""
+        With shooting (an explicit ODE with data), which finds its own start: two, held
+        tightly at once and through every stage from :math:`10^{-1}`
+        (:meth:`continuation`)."""
         if not self._coefficients():
             return [0.0]
         if self._shoots():
@@ -413,10 +414,13 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         coefficients that multiply it (SIR's susceptibles): a trajectory of the ODE cannot.
 
         :returns: the :class:`~pyro_pidkl.infer.shooting.ShootingResult`, or ``None`` when
-            the system is not an explicit ODE or nothing is observed."""
+            the system is not an explicit ODE, nothing is observed, or a learned coefficient
+            is not a scalar."""
         from ..infer.shooting import fit_by_shooting
         ode = self.ode
-        if ode is None or not sum(self.counts):
+        if ode is None or not sum(self.counts) or any(
+                getattr(owner, p + "_unconstrained").numel() != 1
+                for _, owner, p in self._coefficients()):
             return None
         coefficients = [(n, torch.distributions.transform_to(self.system.specs[n].constraint),
                          float(getattr(owner, p + "_unconstrained").detach()))
