@@ -156,3 +156,20 @@ def test_conditioned_system_recovers_an_unobserved_output_of_a_nonlinear_system(
     assert s_err < 0.15 * np.ptp(sol.y[0]), s_err
     i_err = float((mean[:, 1] - torch.as_tensor(sol.y[1])).pow(2).mean().sqrt())
     assert i_err < 0.01, i_err          # SKL beyond the data: 0.07 (docs/systems.md)
+
+
+def test_a_second_start_from_the_same_state_reuses_the_shooting_fit():
+    import copy
+    from pyro_pidkl.datasets import system_problem
+    p = system_problem("lotka_volterra", 0)
+    model = pk.ConditionedSystemGP(p.system, p.data, domain=p.domain)
+    start = copy.deepcopy(model.state_dict())
+    model.match_gradients()
+    first = model.match_trajectories()
+    after = model.equation_parameters()
+    model.load_state_dict(start)
+    model.match_gradients()
+    assert model.match_trajectories() is first
+    assert model.equation_parameters() == after
+    for n, v in p.coefficients.items():          # and the fit is a good one
+        assert abs(after[n] - v) / v < 0.1, (n, after[n])

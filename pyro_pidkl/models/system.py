@@ -218,6 +218,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         self.linear = is_linear_system(system, probe, names, seed=seed)
         self.ode = explicit_ode(system, names, seed=seed)     # None unless f' = F(t, f)
         self._loose_start = False
+        self._shot = None                     # (start, ShootingResult) of the last shooting
         self.register_buffer("f0", torch.zeros(C, len(self.indices), Z.shape[0], dtype=dtype))
         self.register_buffer("f0_set", torch.tensor(False))
         self.register_buffer("fitted", torch.tensor(False))
@@ -435,8 +436,15 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
             sd = np.maximum((self.y_scale * self.noises().sqrt()).numpy(), 0.05 * scale)
         observations = [(X[:, 0].numpy(), y.numpy())
                         for X, y in zip(self.X_by_output, self.y_by_output)]
-        result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
-                                 segments=segments)
+        # the same start gives the same fit (deterministic): a fit's second start, which
+        # begins where the first did, reuses it
+        key = (tuple(c[2] for c in coefficients), x0.tobytes(), sd.tobytes(), segments)
+        if self._shot is not None and self._shot[0] == key:
+            result = self._shot[1]
+        else:
+            result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
+                                     segments=segments)
+            self._shot = (key, result)
         if not result.improved:
             return result
         with torch.no_grad():
