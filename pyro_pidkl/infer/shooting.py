@@ -162,7 +162,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         s = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
         return 0.5 * float(np.sum(s.fun(np.r_[theta, x0 / scale]) ** 2))
 
-    start_cost = single_cost(theta, x0, sd)
+    theta_start, x_start = theta.copy(), x0.copy()
     candidates = []
     # multiple shooting from the start's trajectory (or from x0 everywhere where it fails)
     if segments > 1:
@@ -177,7 +177,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
             stages.append((segments, w, cost))
         P = len(theta)
         candidates.append((v[:P], v[P:P + len(scale)] * scale))
-    candidates.append((theta, x0))
+    candidates.append((theta_start, x_start))
     best = None
     for th, x in candidates:
         th, x, cost = single(th, x, sd, max_nfev)
@@ -192,8 +192,8 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
             rc = r[s.obs_c == c]
             if len(rc) > 2:
                 sd[c] = max(float(np.sqrt(np.mean(rc ** 2))), 1e-3 * scale[c])
-        start_cost = single_cost(np.array([float(s) for _, _, s in coefficients]),
-                                 np.asarray(candidates[-1][1], dtype=float), sd)
         theta, x0, cost = single(theta, x0, sd, max_nfev)
         stages.append((1, 0.0, cost))
+    # the start's cost at the noise scales the fit ended with: the two compare
+    start_cost = single_cost(theta_start, x_start, sd)
     return ShootingResult(theta, x0, cost, sd, start_cost, stages)

@@ -474,7 +474,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         GPs no room to adapt their own parameters: FitzHugh-Nagumo's voltage, whose data-
         only fit interpolates it (lengthscale at its floor, noise 0.0008 of the signal's),
         kept Gauss-Newton from converging at every step of a tight fit."""
-        floor = math.exp(self.parameter_bounds()[self.kernels[0].lengthscale_unconstrained][0])
+        floor = math.exp(self._log_lengthscale_floor())
         keep = maximin_subset(self.Z_s, min(self.Z.shape[0], 100 * self.input_dim))
         for c, kern in enumerate(self.kernels):
             g = (values[:, c] - self.y_loc[c]) / self.y_scale[c]
@@ -494,9 +494,14 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
     def parameter_bounds(self):
         """Lengthscales stay above half the spacing of the points (as
         :meth:`PhysicsConditionedGP.parameter_bounds`)."""
-        n = sum(self.counts) + self.Z.shape[0]
-        low = math.log(0.5 * math.sqrt(12.0) / n ** (1.0 / self.input_dim))
+        low = self._log_lengthscale_floor()
         return {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
+
+    def _log_lengthscale_floor(self):
+        """The log of half the points' spacing in standardised units (the lengthscales'
+        lower bound)."""
+        n = sum(self.counts) + self.Z.shape[0]
+        return math.log(0.5 * math.sqrt(12.0) / n ** (1.0 / self.input_dim))
 
     # -- the joint Gaussian ----------------------------------------------------------------
     def operators(self, twice_differentiable=False):
