@@ -632,3 +632,36 @@ def test_source_prior_is_one_of_the_models_priors():
     assert model.priors["source_kernel.variance"] is prior
     expected = prior.log_prob(model.source_kernel.variance)
     assert torch.allclose(torch.as_tensor(model.log_prior()), expected)
+
+
+def test_starts_screened_on_a_data_subset_end_at_the_same_fit():
+    """The starts are ranked on a maximin subset of the data (``screen_data``) and the best
+    is fitted to all of them: the same optimum as a screen on all the data; the subset is
+    only inside its ``with`` block."""
+    X, y, _, _ = _oscillator_data(n=120)
+    eq = Equation(_oscillator, inputs=("t",), omega=Parameter(1.0),
+                  zeta=Parameter(0.5, constraints.unit_interval))
+    fits = {}
+    for screen in (None, 40):
+        model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=80)
+        model.screen_data = screen
+        assert model.default_restarts > 0
+        calls = []
+        original = model.data_subset
+
+        def spy(count, original=original, calls=calls, model=model):
+            calls.append(count)
+            return original(count)
+        model.data_subset = spy
+        pk.fit(model, progress=False)
+        with torch.no_grad():
+            objective = float(model._objective(model.conditional()))
+        fits[screen] = (objective, model.equation_parameters())
+        assert calls and set(calls) == {screen}
+        assert model.X.shape[0] == model.X_s.shape[0] == 120
+        with model.data_subset(40):
+            assert model.X_s.shape == (40, 1) and model.y_s.shape == (40,)
+        assert model.X_s.shape == (120, 1)
+    (a, pa), (b, pb) = fits[None], fits[40]
+    assert abs(a - b) <= 1e-5 * max(1.0, abs(a))
+    assert abs(pa["omega"] - pb["omega"]) < 1e-3 and abs(pa["omega"] - 2.0) < 0.1

@@ -236,21 +236,26 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
     """Every start from the model's state as it is (each through the model's
     continuation first, if it has one); the model is left at the best. With
     several starts each is first run to a loose tolerance (``1e-4``, 10 iterations and two
-    Gauss-Newton alternations at most) and only the best is then run to ``tol``: a screen,
-    then a polish. Returns ``(loss, start, state)``."""
+    Gauss-Newton alternations at most), on a subset of the data where the model offers one
+    (``model.data_subset(model.screen_data)``), and only the best is then run to ``tol`` on
+    all of them: a screen, then a polish. Returns ``(loss, start, state)``."""
     start_state = copy.deepcopy(model.state_dict())
     best = (math.inf, None, None)
     screen = restarts > 0
+    subset = getattr(model, "data_subset", None) if screen else None
     for r in range(restarts + 1):
         if r:
             model.load_state_dict(start_state)
             model.restart(r)
         try:
-            _continue(model, elbo, max_iter, tol, bar, result)
-            pyro.clear_param_store()
-            value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
-                               max(tol, 1e-4) if screen else tol, 2 if screen else outer_max,
-                               bar, result)
+            # a screen ranks the starts: on many data, a subset of them tells
+            with (subset(getattr(model, "screen_data", None)) if subset is not None
+                  else contextlib.nullcontext()):
+                _continue(model, elbo, max_iter, tol, bar, result)
+                pyro.clear_param_store()
+                value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
+                                   max(tol, 1e-4) if screen else tol,
+                                   2 if screen else outer_max, bar, result)
         except FitDivergedError:
             if r == 0 and not restarts:
                 raise

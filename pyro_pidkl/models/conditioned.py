@@ -88,6 +88,10 @@ __all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
 #: (a maximin subset): at N = 1000 the whole set cost 2 s of a 11 s fit
 DATA_FIT_POINTS = 400
 
+#: a fit's starts are screened on at most this many data (a maximin subset); the best start
+#: is then fitted to all of them
+SCREEN_DATA_POINTS = 400
+
 
 class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
@@ -178,6 +182,9 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     warn_constant_y = False
     #: the guide has no latent sites and learns nothing
     guide_is_prior = True
+    #: :func:`~pyro_pidkl.infer.fit` screens its starts on at most this many data
+    #: (:meth:`data_subset`; ``None``: all of them)
+    screen_data = SCREEN_DATA_POINTS
 
     def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=None,
                  design="sobol", domain=None, source="zero", residual_noise=1e-6,
@@ -716,6 +723,29 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                 pass
             self.Z, self.Z_s, self.f0 = Z, Z_s, full
             self.row_noise = row_noise
+            self._cache = None
+
+    @contextlib.contextmanager
+    def data_subset(self, count):
+        r"""Condition on ``count`` of the data (a maximin subset of their inputs,
+        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block; on
+        leaving it, all data are back. Used by :func:`~pyro_pidkl.infer.fit` to screen the
+        starts of a fit on many data (:attr:`screen_data`): the screen only ranks the
+        starts, and the best is then fitted to all the data."""
+        N = self.X.shape[0]
+        if count is None or count >= N:
+            yield self
+            return
+        keep = maximin_subset(self.X_s, count)
+        full = {name: getattr(self, name) for name in ("X", "y", "X_s", "y_s")}
+        for name, t in full.items():
+            setattr(self, name, t[keep])
+        self._cache = None
+        try:
+            yield self
+        finally:
+            for name, t in full.items():
+                setattr(self, name, t)
             self._cache = None
 
     @own_parameters
