@@ -39,33 +39,52 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None):
     r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
     :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
 
-    A nuisance parameter whose curvature is below ``flat`` times the largest is not
-    identified by the objective (a noise ratio that the profiled scale absorbs, a
-    parameter at its floor): it is held at its value, not integrated over, so it cannot
-    blur the coefficients. With ``prior_sd``, each unconstrained coefficient carries a
-    normal prior of that standard deviation about its estimate (its precision added to
-    ``H``), which bounds a coefficient the data leave free. Of the rest, a direction of
-    zero or negative curvature makes every coefficient with a loading above ``1e-3`` on it
-    unidentified (``inf``)."""
+    The nuisance block :math:`H_{\eta\eta} = V \Lambda V^\top` is taken direction by
+    direction: a direction whose curvature is at most ``flat`` times the largest of ``H``
+    (a noise ratio that the profiled scale absorbs, a parameter at its floor, a saddle of
+    an unobserved output's lengthscale) is not identified by the objective and is held at
+    its value, not integrated over, so that it cannot blur the coefficients. The
+    coefficients and the curved nuisance directions :math:`V_+` are then inverted together,
+
+    .. math::
+        C = T\,(T^\top H T)^{-1} T^\top, \qquad
+        T = \begin{bmatrix} I & 0 \\ 0 & V_+ \end{bmatrix},
+
+    so a coefficient's marginal is :math:`(H_{\theta\theta} - H_{\theta\eta} V_+
+    \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. With ``prior_sd``, each unconstrained
+    coefficient carries a normal prior of that standard deviation about its estimate (its
+    precision added to ``H``), which bounds a coefficient the data leave free. A direction
+    of zero or negative curvature of :math:`T^\top H T` makes every coefficient (and curved
+    nuisance direction) with a loading above ``1e-3`` on it unidentified (``inf``).
+
+    :returns: ``(p, p)``; a held nuisance parameter has zero rows (``inf`` on the diagonal
+        of one tied to an unidentified direction)."""
     p = H.shape[0]
     size = H.abs().max().clamp(min=1e-300)
-    keep = torch.ones(p, dtype=torch.bool)
-    keep[n_theta:] = H.diagonal()[n_theta:] > flat * size
     H = H.clone()
     if prior_sd is not None:
         H[range(n_theta), range(n_theta)] += 1.0 / prior_sd ** 2
-    cov = torch.zeros_like(H)
-    evals, evecs = torch.linalg.eigh(H[keep][:, keep])
+    lam, V = torch.linalg.eigh(H[n_theta:, n_theta:])
+    V = V[:, lam > flat * size]                     # the curved nuisance directions
+    k = n_theta + V.shape[1]
+    T = torch.zeros(p, k, dtype=H.dtype, device=H.device)
+    T[range(n_theta), range(n_theta)] = 1.0
+    T[n_theta:, n_theta:] = V
+    evals, evecs = torch.linalg.eigh(T.T @ H @ T)
     bad = evals <= flat * size
-    inv = torch.where(bad, torch.zeros_like(evals), 1 / evals)
-    Ck = (evecs * inv) @ evecs.T
+    Ck = (evecs * torch.where(bad, torch.zeros_like(evals), 1 / evals)) @ evecs.T
+    cov = T @ Ck @ T.T
     if bad.any():
-        loose = (evecs[:, bad].abs() > 1e-3).any(1)
-        Ck[loose, :] = 0.0
-        Ck[:, loose] = 0.0
-        Ck[loose, loose] = math.inf
-    idx = keep.nonzero().flatten()
-    cov[idx[:, None], idx[None, :]] = Ck
+        loose = (evecs[:, bad].abs() > 1e-3).any(1)     # in the coordinates of T
+        rows = loose[:n_theta].clone()
+        if loose[n_theta:].any():
+            rows = torch.cat([rows, (V[:, loose[n_theta:]].abs() > 1e-3).any(1)])
+        else:
+            rows = torch.cat([rows, torch.zeros(p - n_theta, dtype=torch.bool,
+                                                device=H.device)])
+        cov[rows, :] = 0.0
+        cov[:, rows] = 0.0
+        cov[rows, rows] = math.inf
     return cov
 
 

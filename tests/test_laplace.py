@@ -1,0 +1,69 @@
+"""The Laplace covariance of the learned coefficients from a Hessian over coefficients and
+the GP's own parameters, against its closed forms."""
+
+import math
+
+import torch
+
+from pyro_pidkl.infer.laplace import laplace_covariance
+
+D = torch.float64
+
+
+def _spd(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(n, n, generator=g, dtype=D)
+    return A @ A.T + 0.5 * torch.eye(n, dtype=D)
+
+
+def test_a_positive_definite_hessian_is_inverted():
+    H = _spd(6, 0)
+    assert torch.allclose(laplace_covariance(H, 2), torch.linalg.inv(H), atol=1e-12)
+
+
+def test_a_weak_prior_adds_its_precision_to_the_coefficients_only():
+    H = _spd(5, 1)
+    Hp = H.clone()
+    Hp[range(2), range(2)] += 1 / 0.5 ** 2
+    assert torch.allclose(laplace_covariance(H, 2, prior_sd=0.5), torch.linalg.inv(Hp),
+                          atol=1e-12)
+
+
+def test_a_nuisance_direction_without_curvature_is_held():
+    """A nuisance direction of negative curvature (a saddle of the GP's own parameters) is
+    held at its value: the coefficients' marginal is the Schur complement over the curved
+    directions only, and finite."""
+    g = torch.Generator().manual_seed(2)
+    Q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=D))
+    lam = torch.tensor([-0.3, 2.0, 5.0], dtype=D)
+    H_ee = (Q * lam) @ Q.T
+    H_te = 0.3 * torch.randn(2, 3, generator=g, dtype=D)
+    H_tt = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=D)
+    H = torch.cat([torch.cat([H_tt, H_te], 1), torch.cat([H_te.T, H_ee], 1)])
+    cov = laplace_covariance(H, 2)
+    Vp, lp = Q[:, 1:], lam[1:]
+    schur = H_tt - H_te @ Vp @ torch.diag(1 / lp) @ Vp.T @ H_te.T
+    assert torch.allclose(cov[:2, :2], torch.linalg.inv(schur), atol=1e-12)
+    assert torch.isfinite(cov).all()
+    # the held direction has no variance: the nuisance covariance lives on V_+ only
+    assert float((Q[:, 0] @ cov[2:, 2:] @ Q[:, 0]).abs()) < 1e-12
+
+
+def test_negative_curvature_of_a_coefficient_leaves_it_free():
+    """A direction of negative curvature that loads on a coefficient makes it unidentified
+    (an infinite variance); the other coefficient, not on it, keeps its variance."""
+    H = torch.diag(torch.tensor([-1.0, 2.0, 3.0], dtype=D))
+    cov = laplace_covariance(H, 2)
+    assert cov[0, 0] == math.inf and float(cov[1, 1]) == 0.5
+    assert float(cov[2, 2]) == 1 / 3 and float(cov[0, 1]) == 0.0
+
+
+def test_a_flat_nuisance_parameter_has_no_variance():
+    """A nuisance parameter with no curvature (at its floor) is held: zero variance, and the
+    coefficients' covariance is the inverse of the rest."""
+    H = _spd(4, 3)
+    H[3, :] = 0.0
+    H[:, 3] = 0.0
+    cov = laplace_covariance(H, 2)
+    assert torch.allclose(cov[:3, :3], torch.linalg.inv(H[:3, :3]), atol=1e-12)
+    assert torch.equal(cov[3], torch.zeros(4, dtype=D))
