@@ -1,5 +1,6 @@
 """Systems of equations with components nobody measured: the conditioned system GP at its
-defaults against SKL and DKL fitted to each observed component alone.
+defaults against PI-DKL on the system (where every component is observed) and SKL and DKL
+fitted to each observed component alone.
 
 Problems (:mod:`pyro_pidkl.datasets.systems`, truth from scipy, coefficients started at a
 generic guess, seeds 0-2): FitzHugh-Nagumo (a, b, c; both components observed), Hes1 on
@@ -10,7 +11,8 @@ Each record: per output, RMSE and 95% coverage of the truth beyond the data (obs
 components; an unobserved one over the whole domain, with its RMSE relative to its
 range); per coefficient, the estimate, its relative error, whether its 95% Laplace
 interval covers the truth and whether it is identified at all (an unidentified one's
-interval is the whole range, which covers anything); wall time (build, fit, intervals, prediction), one thread.
+interval is the whole range, which covers anything; PI-DKL's are point estimates); wall
+time (build, fit, intervals, prediction), one thread.
 
     python benchmarks/systems.py                 # records in docs/results/systems.jsonl
     python benchmarks/systems.py --summary
@@ -27,7 +29,7 @@ import records  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
-METHODS = ("system", "skl", "dkl")
+METHODS = ("system", "pidkl", "skl", "dkl")
 
 
 def run(name, method, seed):
@@ -56,6 +58,18 @@ def run(name, method, seed):
                 "rel_error": abs(v["value"] - true) / abs(true),
                 "covered95": bool(v["lower"] <= true <= v["upper"]),
                 "identified": bool(v["identified"])}
+    elif method == "pidkl":
+        if any(o not in p.data for o in outputs):      # its draws need data of every output
+            return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
+                    "refused": "an output is never observed"}
+        model = pk.SystemPIDKL(p.system, p.data, input_names=p.input_names, domain=p.domain,
+                               seed=seed)
+        pk.fit(model, progress=False, seed=seed)
+        mean_test, var_test = model(p.test)
+        for n, value in model.equation_parameters().items():
+            true = p.coefficients[n]
+            out["coefficients"][n] = {"value": value, "truth": true,
+                                      "rel_error": abs(value - true) / abs(true)}
     else:
         mean_test = torch.zeros(p.test.shape[0], len(outputs), dtype=torch.float64)
         var_test = torch.ones_like(mean_test)
@@ -106,22 +120,22 @@ def summary(path):
                f" ({records.median([v['rmse_over_range'] for v in vs]):.1%} of its range)")
         lines.append(f"| {prob} | {label} | {method} | {rmse:.3g}{rel} | "
                      f"{records.median([v['coverage95'] for v in vs]):.2f} |")
-    lines += ["", "| system | coefficient | truth | median estimate | median rel. error | "
-              "95% intervals covering (of them the whole range) | median seconds |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| system | coefficient | truth | method | median estimate | median rel. "
+              "error | 95% intervals covering (of them the whole range) | median seconds |",
+              "|---|---|---|---|---|---|---|---|"]
     coefs = {}
     for r in recs:
-        if r["method"] != "system":
-            continue
         for n, v in r["coefficients"].items():
-            coefs.setdefault((r["problem"], n), []).append((v, r["seconds"]))
-    for (prob, n), vs in coefs.items():
+            coefs.setdefault((r["problem"], n, r["method"]), []).append((v, r["seconds"]))
+    for (prob, n, method), vs in sorted(coefs.items(), key=lambda kv: (
+            PROBLEMS.index(kv[0][0]), kv[0][1], METHODS.index(kv[0][2]))):
+        covered = ("—" if "covered95" not in vs[0][0] else
+                   f"{sum(v['covered95'] for v, _ in vs)}/{len(vs)} "
+                   f"({sum(v['covered95'] and not v.get('identified', True) for v, _ in vs)})")
         lines.append(
-            f"| {prob} | {n} | {vs[0][0]['truth']:g} | "
+            f"| {prob} | {n} | {vs[0][0]['truth']:g} | {method} | "
             f"{records.median([v['value'] for v, _ in vs]):.4g} | "
-            f"{records.median([v['rel_error'] for v, _ in vs]):.1%} | "
-            f"{sum(v['covered95'] for v, _ in vs)}/{len(vs)} "
-            f"({sum(v['covered95'] and not v.get('identified', True) for v, _ in vs)}) | "
+            f"{records.median([v['rel_error'] for v, _ in vs]):.1%} | {covered} | "
             f"{records.median([s for _, s in vs]):.1f} |")
     return "\n".join(lines)
 

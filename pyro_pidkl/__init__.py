@@ -33,6 +33,7 @@ _SOURCES = {
     "Box": "physics", "Condition": "physics", "Equation": "physics",
     "EquationSystem": "physics", "ConditionedSystemGP": "models", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
     "PhysicsTerm": "physics", "ExplicitODE": "physics", "explicit_ode": "physics",
+    "SystemPIDKL": "models", "SystemPhysicsTerm": "physics",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
 

@@ -221,3 +221,82 @@ def test_a_coefficient_prior_enters_the_objective_as_for_one_equation():
     assert model.system is not system          # a copy: the user's system keeps its site
     pk.fit(model, progress=False)
     assert model.log_prior() != 0.0 and model.equation_parameters()["w"] > 2.5
+
+
+# -- PI-DKL's physics term on a system ---------------------------------------------------
+
+def _lv_data(n=25, seed=0):
+    from scipy.integrate import solve_ivp
+    t = np.linspace(0, 6, n)
+    sol = solve_ivp(lambda _, s: [s[0] - 0.5 * s[0] * s[1], 0.5 * s[0] * s[1] - s[1]],
+                    (0, 6), [2.0, 1.0], t_eval=t, rtol=1e-10, atol=1e-12)
+    g = np.random.default_rng(seed)
+    T = torch.as_tensor(t, dtype=D)[:, None]
+    return {"x": (T, torch.as_tensor(sol.y[0] + 0.05 * g.standard_normal(n), dtype=D)),
+            "y": (T[::2], torch.as_tensor(sol.y[1, ::2] + 0.05 * g.standard_normal(len(t[::2])),
+                                          dtype=D))}
+
+
+def test_system_pidkl_physics_factor_is_the_sum_of_each_equations_gaussian():
+    """The ``physics`` factor at fixed Z and eps is gamma sum_e log N(h_e | 0, kappa_e(Z, Z)),
+    h_e the system's residuals of the outputs' posterior draws, their derivatives by
+    autograd through the draws here (closed form in the model)."""
+    import pyro
+    from pyro import poutine
+    system = EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",),
+                            alpha=1.0, beta=0.5, delta=0.5, gamma=1.0)
+    model = pk.SystemPIDKL(system, _lv_data(), gamma=0.7, m=6, seed=1)
+    Z = torch.linspace(0.3, 5.7, 6, dtype=D)[:, None]
+    eps = torch.tensor([0.4, -1.2], dtype=D)
+    with torch.no_grad():
+        tr = poutine.trace(poutine.condition(model.model, {"Z": Z, "eps": eps})).get_trace()
+    got = tr.nodes["physics"]["fn"].log_prob(torch.zeros(()))
+
+    def draw(c):
+        gp = model.gps[c]
+        post = gp.posterior()
+        return lambda x: gp.posterior_draw(post, eps[c].expand(x.shape[0]))(x)
+    h = system.residuals({"x": draw(0), "y": draw(1)}, Z, ("t",))          # (2, 6)
+    want = 0.0
+    for e in range(2):
+        S = model.physics.source_covariance(e, Z).detach()
+        want += torch.distributions.MultivariateNormal(torch.zeros(6, dtype=D), S).log_prob(
+            h[e].detach())
+    assert torch.allclose(got, 0.7 * want, rtol=1e-8), (float(got), float(0.7 * want))
+    # the data factor is the sum of each output's GP marginal likelihood
+    data = tr.nodes["data"]["fn"].log_prob(torch.zeros(()))
+    assert torch.allclose(data, sum(gp.posterior().log_marginal() for gp in model.gps).detach())
+    pyro.clear_param_store()
+
+
+def test_system_pidkl_fits_and_predicts_every_output():
+    """A fit moves the coefficients from their start and the outputs' posteriors follow the
+    data inside the range; predictions are ``(P, C)`` and repeat."""
+    system = EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",),
+                            alpha=1.0, beta=1.0, delta=1.0, gamma=1.0)
+    data = _lv_data()
+    model = pk.SystemPIDKL(system, data, m=10, seed=0)
+    res = pk.fit(model, num_steps=200, progress=False, seed=0)
+    assert len(res.losses) == 200 and math.isfinite(res.losses[-1])
+    assert model.equation_parameters()["beta"] != 1.0
+    t = torch.linspace(0, 6, 40, dtype=D)[:, None]
+    mean, var = model(t)
+    assert mean.shape == var.shape == (40, 2) and bool((var > 0).all())
+    assert torch.equal(model(t)[0], mean)
+    X, y = data["x"]
+    assert pk.rmse(model(X)[0][:, 0], y) < 0.15
+
+
+def test_system_pidkl_refuses_an_output_without_data_and_a_coefficient_prior():
+    import pyro.distributions as dist
+    system = EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",),
+                            alpha=1.0, beta=0.5, delta=0.5, gamma=1.0)
+    data = _lv_data()
+    with pytest.raises(ValueError, match=r"\('y',\) have fewer: use ConditionedSystemGP"):
+        pk.SystemPIDKL(system, {"x": data["x"]})
+    with pytest.raises(ValueError, match="without a prior"):
+        pk.SystemPIDKL(EquationSystem(lotka_volterra, outputs=("x", "y"), inputs=("t",),
+                                      alpha=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0)),
+                                      beta=0.5, delta=0.5, gamma=1.0), data)
+    with pytest.raises(TypeError, match="EquationSystem"):
+        pk.SystemPIDKL(pk.physics.heat_1d(), data)

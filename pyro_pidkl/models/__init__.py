@@ -9,6 +9,7 @@ from .lfm import LFM
 from .pidkl import PIDKL
 from .sparse import SparseGP, SparsePIDKL
 from .system import ConditionedSystemGP
+from .system_pidkl import SystemPIDKL
 
 __all__ = ["ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
-           "SparseGP", "SparsePIDKL", "collocation_points"]
+           "SparseGP", "SparsePIDKL", "SystemPIDKL", "collocation_points"]

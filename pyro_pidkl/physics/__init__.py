@@ -11,6 +11,7 @@ from .system import EquationSystem, is_linear_system, linearise_system
 from .ode import ExplicitODE, explicit_ode
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
+from .system_term import SystemPhysicsTerm
 
 __all__ = [
     "Box",
@@ -30,6 +31,7 @@ __all__ = [
     "Polygon",
     "Rectangle",
     "Shape",
+    "SystemPhysicsTerm",
     "TimeProduct",
     "boundary_points",
     "box_bounds",

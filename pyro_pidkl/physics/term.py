@@ -49,6 +49,16 @@ __all__ = ["PhysicsTerm"]
 DRAWS = ("function", "pointwise", "mean")
 
 
+def gaussian_log_prob(h, Sigma):
+    r""":math:`\log \mathcal{N}(h \mid 0, \Sigma)` for ``h`` ``(..., m)`` and ``Sigma``
+    ``(..., m, m)``: the quadratic form and :math:`\log|\Sigma|` with closed-form gradients,
+    as the data term's (a jitter up to ``1e-1`` relative where the factorisation needs it)."""
+    m = Sigma.shape[-1]
+    Sigma, L, Sinv = factorise(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
+    quad = quad_diag(Sigma, h.unsqueeze(-1), L, Sinv).squeeze(-1)     # h' Sigma^-1 h
+    return -0.5 * quad - 0.5 * logdet(Sigma, L, Sinv) - 0.5 * m * math.log(2 * math.pi)
+
+
 class PhysicsTerm(PyroModule):
     r"""The weighted physics factor of PI-DKL (module docstring), for any GP model.
 
@@ -259,12 +269,7 @@ class PhysicsTerm(PyroModule):
             raise NonFiniteError(
                 f"The residual of equation {self.equation.name!r} is NaN/inf at {bad} of "
                 f"{h.numel()} collocation points (parameters: {self.equation_parameters()})")
-        Sigma = self.source_covariance(Z)
-        m = Sigma.shape[-1]
-        # the quadratic form and log|Sigma| with closed-form gradients, as the data term's
-        Sigma, L, Sinv = factorise(Sigma, 1e-6, 1e-1, what=f"{m} x {m} source kernel matrix")
-        quad = quad_diag(Sigma, h.unsqueeze(-1), L, Sinv).squeeze(-1)     # h' Sigma^-1 h
-        return -0.5 * quad - 0.5 * logdet(Sigma, L, Sinv) - 0.5 * m * math.log(2 * math.pi)
+        return gaussian_log_prob(h, self.source_covariance(Z))
 
     # -- model and guide ---------------------------------------------------------------------
     def factor(self, draw):
