@@ -32,7 +32,7 @@ from .derivatives import Field
 from .domain import Box
 from .equation import source_columns
 from .system import EquationSystem
-from .term import gaussian_log_prob
+from .term import gaussian_log_prob, physics_weight
 
 __all__ = ["SystemPhysicsTerm"]
 
@@ -58,12 +58,7 @@ class SystemPhysicsTerm(PyroModule):
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
                             f"{type(system).__name__}")
-        try:
-            gamma = float(gamma)
-        except (TypeError, ValueError):
-            raise TypeError(f"Expected gamma to be a number; got {gamma!r}") from None
-        if not (gamma >= 0 and math.isfinite(gamma)):
-            raise ValueError(f"Expected gamma >= 0 (finite); got {gamma}")
+        gamma = physics_weight(gamma)
         if draw not in ("function", "mean"):
             raise ValueError(f"Expected draw to be 'function' or 'mean'; got {draw!r}")
         self.system = system

@@ -49,6 +49,17 @@ __all__ = ["PhysicsTerm"]
 DRAWS = ("function", "pointwise", "mean")
 
 
+def physics_weight(gamma):
+    """``gamma`` as a float, checked: a finite number :math:`\ge 0`."""
+    try:
+        gamma = float(gamma)
+    except (TypeError, ValueError):
+        raise TypeError(f"Expected gamma to be a number; got {gamma!r}") from None
+    if not (gamma >= 0 and math.isfinite(gamma)):
+        raise ValueError(f"Expected gamma >= 0 (finite); got {gamma}")
+    return gamma
+
+
 def gaussian_log_prob(h, Sigma):
     r""":math:`\log \mathcal{N}(h \mid 0, \Sigma)` for ``h`` ``(..., m)`` and ``Sigma``
     ``(..., m, m)``: the quadratic form and :math:`\log|\Sigma|` with closed-form gradients,
@@ -97,12 +108,7 @@ class PhysicsTerm(PyroModule):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
-        try:
-            gamma = float(gamma)
-        except (TypeError, ValueError):
-            raise TypeError(f"Expected gamma to be a number; got {gamma!r}") from None
-        if not (gamma >= 0 and math.isfinite(gamma)):
-            raise ValueError(f"Expected gamma >= 0 (finite); got {gamma}")
+        gamma = physics_weight(gamma)
         if draw not in DRAWS:
             raise ValueError(f"Expected draw to be one of {DRAWS}; got {draw!r}")
         self.equation = equation
