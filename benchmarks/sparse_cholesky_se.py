@@ -31,6 +31,7 @@ value, f_xx and f_yy at interior points of a grid of spacing h), the relative er
 lengthscales and conditioning radii rho:
 
     python benchmarks/sparse_cholesky_se.py            # records in docs/results/sparse_cholesky_se.jsonl
+    python benchmarks/sparse_cholesky_se.py --pcg --rhos 0,3,5   # CG iterations instead
 """
 
 import argparse
@@ -332,17 +333,72 @@ def measure(n, lengthscale, rho, nugget=1e-8, seed=0):
             "factor_s": seconds}
 
 
+def pcg(n, lengthscale, rho, relative_nugget=1e-6, rtol=1e-8, max_iter=5000, seed=0):
+    r"""Preconditioned conjugate gradients on :math:`\Theta x = v` (the elliptic problem's
+    measurements, a nugget of ``relative_nugget`` times each measurement's variance, as the
+    library's residual noise), preconditioned by the factor at radius ``rho``
+    (:math:`\Theta^{-1} \approx U U^\top`; ``rho=None``: by the diagonal): the iterations
+    to a relative residual of ``rtol``. A record."""
+    pts, point_of, W, ind = elliptic_measurements(n)
+    ell = torch.tensor([lengthscale, lengthscale], dtype=torch.float64)
+    Pm, Wt = pts[point_of], torch.as_tensor(W)
+    theta = measurement_covariance(Pm, Wt, Pm, Wt, ind, ell, 1.0)
+    nugget = relative_nugget * theta.diagonal()
+    T = (theta + torch.diag(nugget)).numpy()
+    m = T.shape[0]
+    v = np.random.default_rng(seed).standard_normal(m)
+    A = scipy.sparse.linalg.LinearOperator((m, m), matvec=lambda x: T @ x, dtype=np.float64)
+    t0 = time.perf_counter()
+    if rho is None:
+        inv_diag, nnz = 1.0 / T.diagonal(), m
+        M = scipy.sparse.linalg.LinearOperator((m, m), matvec=lambda x: inv_diag * x,
+                                               dtype=np.float64)
+    else:
+        F = SparseInverseCholesky(pts, point_of, W, ind, ell, 1.0, nugget=nugget.numpy(),
+                                  rho=rho)
+        nnz = F.nnz
+        M = scipy.sparse.linalg.LinearOperator((m, m), matvec=F.precision_matvec,
+                                               dtype=np.float64)
+    factor_s = time.perf_counter() - t0
+    count = [0]
+    t0 = time.perf_counter()
+    x, info = scipy.sparse.linalg.cg(A, v, rtol=rtol, maxiter=max_iter, M=M,
+                                     callback=lambda _: count.__setitem__(0, count[0] + 1))
+    return {"kind": "pcg", "h": 1 / (n - 1), "measurements": m, "lengthscale": lengthscale,
+            "rho": rho, "relative_nugget": relative_nugget, "nnz_fraction": nnz / m ** 2,
+            "iterations": count[0], "converged": info == 0,
+            "rel_residual": float(np.linalg.norm(T @ x - v) / np.linalg.norm(v)),
+            "factor_s": factor_s, "cg_s": time.perf_counter() - t0}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=21, help="grid points per side")
     p.add_argument("--lengthscales", default="0.05,0.1,0.2,0.3")
     p.add_argument("--rhos", default="2,3,4,5")
+    p.add_argument("--pcg", action="store_true",
+                   help="iterations of conjugate gradients preconditioned by the factor (and "
+                        "by the diagonal, rho 0) instead of the factor's errors")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
                                                  "results", "sparse_cholesky_se.jsonl"))
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import records
     torch.set_num_threads(1)
+    if args.pcg:
+        with open(args.out, "a") as fh:
+            for ls in (float(v) for v in args.lengthscales.split(",")):
+                for rho in (float(v) for v in args.rhos.split(",")):
+                    rec = pcg(args.n, ls, rho or None)
+                    rec.update(threads=1, commit=records.commit())
+                    records.append(fh, rec)
+                    print(f"h={rec['h']:.3g} ({rec['measurements']} measurements) lengthscale "
+                          f"{ls:<5} {'rho ' + str(rho) if rho else 'diagonal':<9} nnz "
+                          f"{rec['nnz_fraction']:.3f}: {rec['iterations']} iterations "
+                          f"(converged: {rec['converged']}, residual "
+                          f"{rec['rel_residual']:.1e}), factor {rec['factor_s']:.1f} s, "
+                          f"CG {rec['cg_s']:.1f} s", flush=True)
+        return
     with open(args.out, "a") as fh:
         for ls in (float(v) for v in args.lengthscales.split(",")):
             for rho in (float(v) for v in args.rhos.split(",")):
