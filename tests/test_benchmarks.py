@@ -143,6 +143,10 @@ def test_the_sparse_cholesky_measurement_is_of_a_correct_factor():
     assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-10)
     kl = [sc.measure(7, 0.3, rho, nugget=1e-2)["kl_nats"] for rho in (1.5, 3.0)]
     assert kl[1] < kl[0]
+    # as a preconditioner, the exact factor solves in one or two CG steps; the diagonal in many
+    exact_pcg, diag_pcg = sc.pcg(7, 0.3, 1e9), sc.pcg(7, 0.3, None)
+    assert exact_pcg["converged"] and exact_pcg["iterations"] <= 2
+    assert exact_pcg["rel_residual"] < 1e-7 and diag_pcg["iterations"] > 10
 
 
 def test_the_boundary_benchmark_measures_with_and_without_conditions():
