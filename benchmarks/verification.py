@@ -51,9 +51,9 @@ def _float(v):
     return float(v) if hasattr(v, "item") or isinstance(v, (int, float)) else v
 
 
-def solver_fit(seed, M):
+def solver_fit(seed, M, options=None):
     """The problem of ``seed`` solved from its boundary values with ``M`` collocation
-    points: a record."""
+    points (``options``: further arguments of the model): a record."""
     import torch
     import pyro_pidkl as pk
     p = pk.datasets.manufactured_problem(seed)
@@ -61,7 +61,8 @@ def solver_fit(seed, M):
     t0 = time.perf_counter()
     model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(),
                                     input_names=p.input_names, collocation=M,
-                                    domain=pk.Box(**p.domain), source=p.source)
+                                    domain=pk.Box(**p.domain), source=p.source,
+                                    **(options or {}))
     fit = pk.fit(model, progress=False, seed=0)
     X = torch.as_tensor(data.X_test)
     mean, var = model(X)
@@ -79,9 +80,9 @@ def _coverage(pk, mean, var, f):
     return pk.coverage(mean, var, torch.as_tensor(f))
 
 
-def extrapolation_fit(seed, method):
-    """The problem of ``seed`` from noisy data on part of the box, by ``method``: a
-    record."""
+def extrapolation_fit(seed, method, options=None):
+    """The problem of ``seed`` from noisy data on part of the box, by ``method``
+    (``options``: further arguments of the conditioned GP): a record."""
     import torch
     import pyro_pidkl as pk
     p = pk.datasets.manufactured_problem(seed)
@@ -91,7 +92,7 @@ def extrapolation_fit(seed, method):
     if method == "pcgp":
         model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(learn=True),
                                         input_names=names, domain=pk.Box(**p.domain),
-                                        source=p.source)
+                                        source=p.source, **(options or {}))
     elif method == "skl":
         model = pk.SKL(data.X_train, data.y_train, names)
     elif method == "dkl":
@@ -129,7 +130,7 @@ def extrapolation_fit(seed, method):
 def run_one(job):
     """One fit (``(seed, mode, method, M, commit)``) in a worker: its record, or the error
     it raised (recorded, never dropped)."""
-    seed, mode, method, M, commit = job
+    seed, mode, method, M, commit, options = job
     import torch
     torch.set_num_threads(1)
     import warnings
@@ -138,10 +139,14 @@ def run_one(job):
     rec = {"problem": seed, "kind": p.kind, "linear": p.linear,
            "nonlinear_terms": p.nonlinear_terms, "mode": mode, "method": method, "M": M,
            "commit": commit, "threads": torch.get_num_threads()}
+    if options and method == "pcgp":
+        rec["model_options"] = options
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out = solver_fit(seed, M) if mode == "solver" else extrapolation_fit(seed, method)
+            opts = options if method == "pcgp" else None
+            out = (solver_fit(seed, M, opts) if mode == "solver"
+                   else extrapolation_fit(seed, method, opts))
         rec.update({k: _float(v) for k, v in out.items()})
         rec["warnings"] = sorted({f"{w.category.__name__}: {str(w.message)[:120]}"
                                   for w in caught
@@ -156,14 +161,27 @@ def _key(r):
     return (r["problem"], r["mode"], r["method"], r.get("M"))
 
 
-def jobs_for(seeds, modes, methods):
+def jobs_for(seeds, modes, methods, options=None):
     commit = records.commit()
     out = []
     for s in seeds:
         if "solver" in modes:
-            out += [(s, "solver", "pcgp", M, commit) for M in COLLOCATION]
+            out += [(s, "solver", "pcgp", M, commit, options) for M in COLLOCATION]
         if "extrapolation" in modes:
-            out += [(s, "extrapolation", m, None, commit) for m in methods]
+            out += [(s, "extrapolation", m, None, commit, options) for m in methods]
+    return out
+
+
+def model_options(text):
+    """``"learn_residual_noise=True,residual_noise=1e-4"`` as a dict of Python literals."""
+    import ast
+    out = {}
+    for part in filter(None, (text or "").split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"Expected --model-options as name=value pairs separated by "
+                             f"commas; got {part!r}")
+        out[key.strip()] = ast.literal_eval(value.strip())
     return out
 
 
@@ -171,7 +189,7 @@ def run(args):
     done = ({_key(r) for r in records.read_records(args.out) if "error" not in r}
             if not args.force else set())
     todo = [j for j in jobs_for(records.seeds(args.seeds), args.modes.split(","),
-                                args.methods.split(","))
+                                args.methods.split(","), model_options(args.model_options))
             if (j[0], j[1], j[2], j[3]) not in done]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     print(f"{len(todo)} fits to run ({len(done)} already recorded) -> {args.out}", flush=True)
@@ -324,6 +342,9 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--force", action="store_true", help="redo fits already recorded")
+    p.add_argument("--model-options", default="",
+                   help="further arguments of the conditioned GP, e.g. "
+                        "'learn_residual_noise=True,residual_noise=1e-4' (use a fresh --out)")
     p.add_argument("--summary", action="store_true", help="print the tables and exit")
     p.add_argument("--by-kind", action="store_true", help="print the table by kind and exit")
     args = p.parse_args(argv)

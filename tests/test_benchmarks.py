@@ -68,11 +68,19 @@ def _load(name):
 
 def test_the_verification_suite_records_a_solver_and_an_extrapolation_fit():
     verification = _load("verification")
-    rec = verification.run_one((15, "solver", "pcgp", 50, None))
+    rec = verification.run_one((15, "solver", "pcgp", 50, None, None))
     assert "error" not in rec and rec["kind"] == "ode1" and rec["threads"] == 1
-    assert rec["rel_l2"] < 1e-3 and rec["linear_detected"] == rec["linear"] is False
-    rec = verification.run_one((15, "extrapolation", "skl", None, None))
+    assert rec["rel_l2"] < 1e-4 and rec["linear_detected"] == rec["linear"] is False
+    rec = verification.run_one((15, "extrapolation", "skl", None, None, None))
     assert "error" not in rec and rec["pure"] and rec["rmse_far"] > 0
+    # further model options reach the conditioned GP and are recorded
+    options = verification.model_options("learn_residual_noise=True,residual_noise=1e-4")
+    assert options == {"learn_residual_noise": True, "residual_noise": 1e-4}
+    rec = verification.run_one((15, "solver", "pcgp", 50, None, {"residual_noise": 1e-2}))
+    assert "error" not in rec and rec["model_options"] == {"residual_noise": 1e-2}
+    assert rec["rel_l2"] > 1e-3       # the equation held loosely: a worse solve
+    with pytest.raises(ValueError, match="name=value"):
+        verification.model_options("learn_residual_noise")
 
 
 def test_the_solver_benchmark_uses_the_peers_points_and_an_exact_burgers_solution():
