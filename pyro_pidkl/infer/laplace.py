@@ -5,14 +5,15 @@ At the estimates :math:`\hat\theta` (the equation's unconstrained coefficients) 
 second order, :math:`H` its Hessian over :math:`[\theta; \eta]` (by double backward through
 a twice-differentiable path), and :math:`C = H^{-1}` on the identified directions. Intervals
 of a coefficient come from its marginal :math:`C_{\theta\theta}`, mapped through its
-constraint. Predictions carry them by sigma points: the coefficients moved by
-:math:`\pm\sqrt{\lambda_k} v_k` along each principal direction of :math:`C_{\theta\theta}`,
-the GP's parameters moved with them by their regression
-:math:`C_{\eta\theta} C_{\theta\theta}^{-1}` (here each unconstrained coefficient
-carries a weak normal prior, :data:`PRIOR_SD`, so that one the data leave free widens the
-prediction instead of being left out); the predictive variance adds
-:math:`\sum_k \big((\mu_k^+ - \mu_k^-)/2\big)^2`, the spread of the posterior means at
-those points (exact for a mean linear in :math:`\theta`).
+constraint. Predictions carry them, and the GP's own parameters' uncertainty, by sigma
+points: :math:`[\theta; \eta]` moved by :math:`\pm\sqrt{\lambda_k} v_k` along each
+principal direction of their joint covariance :math:`C` (here each unconstrained
+coefficient and each identified direction of :math:`\eta` carries a weak normal prior,
+:data:`PRIOR_SD`, so that one the data leave free widens the prediction instead of being
+left out, and none moves by more than a factor of about :math:`e`); the predictive variance
+adds :math:`\sum_k \big((\mu_k^+ - \mu_k^-)/2\big)^2`, the spread of the posterior means
+at those points (exact for a mean linear in the parameters). A direction of
+:math:`\eta` the objective does not curve is held (:func:`laplace_covariance`).
 
 A model provides ``_laplace_parameters(nuisance) -> (names, theta, eta)``,
 ``_laplace_loss()`` (the negative objective, twice differentiable) and, for sigma points,
@@ -35,7 +36,7 @@ __all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance",
 PRIOR_SD = 1.0
 
 
-def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None):
+def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=None):
     r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
     :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
 
@@ -53,9 +54,11 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None):
     so a coefficient's marginal is :math:`(H_{\theta\theta} - H_{\theta\eta} V_+
     \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. With ``prior_sd``, each unconstrained
     coefficient carries a normal prior of that standard deviation about its estimate (its
-    precision added to ``H``), which bounds a coefficient the data leave free. A direction
-    of zero or negative curvature of :math:`T^\top H T` makes every coefficient (and curved
-    nuisance direction) with a loading above ``1e-3`` on it unidentified (``inf``).
+    precision added to ``H``), which bounds a coefficient the data leave free; with
+    ``nuisance_prior_sd``, each curved nuisance direction likewise (its precision added to
+    :math:`\Lambda_+`). A direction of zero or negative curvature of :math:`T^\top H T`
+    makes every coefficient (and curved nuisance direction) with a loading above ``1e-3``
+    on it unidentified (``inf``).
 
     :returns: ``(p, p)``; a held nuisance parameter has zero rows (``inf`` on the diagonal
         of one tied to an unidentified direction)."""
@@ -70,7 +73,10 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None):
     T = torch.zeros(p, k, dtype=H.dtype, device=H.device)
     T[range(n_theta), range(n_theta)] = 1.0
     T[n_theta:, n_theta:] = V
-    evals, evecs = torch.linalg.eigh(T.T @ H @ T)
+    Hk = T.T @ H @ T
+    if nuisance_prior_sd is not None:
+        Hk[range(n_theta, k), range(n_theta, k)] += 1.0 / nuisance_prior_sd ** 2
+    evals, evecs = torch.linalg.eigh(Hk)
     bad = evals <= flat * size
     Ck = (evecs * torch.where(bad, torch.zeros_like(evals), 1 / evals)) @ evecs.T
     cov = T @ Ck @ T.T
@@ -203,35 +209,46 @@ def parameters_at(params, values):
 def sigma_points(model):
     r"""The model's Gauss-Newton solutions at the sigma points (module docstring):
     ``[((values+, joint+), (values-, joint-)), ...]``, ``values`` the unconstrained
-    :math:`[\theta; \eta]` of the point. Empty without learned coefficients; a coefficient
-    that is not identified (an infinite interval) leaves them out, with a warning."""
-    from ..errors import ConvergenceWarning
+    :math:`[\theta; \eta]` of the point, one pair per identified direction of the joint
+    covariance. Empty without learned coefficients; a coefficient that is not identified
+    (an infinite interval) leaves them out, with a warning, and so does a direction whose
+    sigma points cannot be solved."""
+    from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
     names, theta, eta = model._laplace_parameters(True)
     if not names:
         return []
     params, p = theta + eta, sum(t.numel() for t in theta)
-    _, _, _, cov = _hessian(model, True, PRIOR_SD)
-    C_tt = cov[:p, :p]
-    if not bool(torch.isfinite(C_tt).all()):
+    _, _, H, cov = _hessian(model, True, PRIOR_SD)
+    if not bool(torch.isfinite(cov[:p, :p]).all()):
         warn("A learned coefficient is not identified by the data and the equation, even "
              "under the weak prior: the predictive variance leaves its uncertainty out",
              ConvergenceWarning)
         return []
+    cov = laplace_covariance(H, p, prior_sd=PRIOR_SD, nuisance_prior_sd=PRIOR_SD)
     finite = torch.isfinite(cov).all(1)
     cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
-    lam, V = torch.linalg.eigh(0.5 * (C_tt + C_tt.T))
+    lam, V = torch.linalg.eigh(0.5 * (cov + cov.T))
     keep = lam > 1e-14 * lam.abs().max().clamp(min=1e-300)
-    # a move delta_theta = sqrt(lam) v of the coefficients, and of everything by
-    # regression: delta = C[:, theta] C_tt^-1 delta_theta = C[:, theta] v / sqrt(lam)
-    moves = [cov[:, :p] @ V[:, k] / lam[k].sqrt() for k in range(p) if keep[k]]
+    # every identified direction of [theta; eta]: a move of sqrt(lam) v
+    moves = [V[:, k] * lam[k].sqrt() for k in range(lam.shape[0]) if keep[k]]
     sizes = [q.numel() for q in params]
-    out = []
+    out, failed = [], 0
     for move in moves:
         pair = []
         for sign in (1.0, -1.0):
             values = [(q.detach() + dq.reshape(q.shape)).clone()
                       for q, dq in zip(params, torch.split(sign * move, sizes))]
             with parameters_at(params, values):
-                pair.append((values, model._gauss_newton(model.f0)[0]))
-        out.append(tuple(pair))
+                try:
+                    pair.append((values, model._gauss_newton(model.f0)[0]))
+                except (NonFiniteError, NotPositiveDefiniteError):
+                    break
+        if len(pair) == 2:
+            out.append(tuple(pair))
+        else:
+            failed += 1
+    if failed:
+        warn(f"{failed} of {len(moves)} directions of the parameters' uncertainty could not be "
+             "solved at their sigma points (the joint covariance did not factor there): the "
+             "predictive variance leaves them out", ConvergenceWarning)
     return out
