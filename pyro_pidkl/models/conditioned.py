@@ -146,12 +146,13 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     :param learn_noise: learn the noise (``True``), hold it (``False``), or (``None``, the
         default) learn it from ten data or more and otherwise hold it: one initial value or
         two end values cannot tell noise from signal.
-    :param bool parameter_uncertainty: predictions carry the learned coefficients' Laplace
-        uncertainty (default): the variance adds the spread of the posterior mean between
-        Gauss-Newton solutions at the coefficients moved by one standard deviation along
-        each principal direction (and the GP's own parameters moved with them by their
-        regression on the coefficients), once the model is fitted (``fitted``, set by
-        :func:`~pyro_pidkl.infer.fit`). ``False``: the plug-in posterior at the estimates.
+    :param bool parameter_uncertainty: predictions carry the Laplace uncertainty of the
+        learned coefficients and of the GP's own identified parameters (default): the
+        variance adds the spread of the posterior mean between Gauss-Newton solutions at
+        the parameters moved by one standard deviation along each principal direction of
+        their joint covariance (:func:`~pyro_pidkl.infer.laplace.sigma_points`), once the
+        model is fitted (``fitted``, set by :func:`~pyro_pidkl.infer.fit`). ``False``: the
+        plug-in posterior at the estimates.
     :param conditions: boundary and initial conditions, each a
         :class:`~pyro_pidkl.physics.Condition` (an operator, its points and values: Dirichlet,
         Neumann, Robin, an initial rate), conditioned on like the equation, always with all
@@ -810,7 +811,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         mean = joint.mean(cross) + joint.c
         prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
         var = joint.variance(cross, prior, full_cov) * self._scale(joint)
-        # the coefficients' Laplace uncertainty: the spread of the mean between sigma points
+        # the parameters' Laplace uncertainty: the spread of the mean between sigma points
         points = self._sigma_points()
         if points:
             names, theta, eta = self._laplace_parameters(True)

@@ -98,8 +98,9 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         noise starts when there is no data-only fit to start from).
     :param str objective: ``"conditional"`` (default, :math:`\log p(y \mid v)`) or
         ``"joint"``.
-    :param bool parameter_uncertainty: predictions carry the coefficients' Laplace
-        uncertainty once fitted (as :class:`PhysicsConditionedGP`).
+    :param bool parameter_uncertainty: predictions carry the Laplace uncertainty of the
+        coefficients and the GPs' identified parameters once fitted (as
+        :class:`PhysicsConditionedGP`).
     :param dict priors: priors on the GPs' own parameters by name (as
         :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
     """
