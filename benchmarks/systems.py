@@ -12,7 +12,8 @@ components; an unobserved one over the whole domain, with its RMSE relative to i
 range); per coefficient, the estimate, its relative error, whether its 95% Laplace
 interval covers the truth and whether it is identified at all (an unidentified one's
 interval is the whole range, which covers anything; PI-DKL's are point estimates); wall
-time (build, fit, intervals, prediction), one thread.
+time (build, fit, intervals, prediction; the conditioned GP's fit alone as ``fit_s``), one
+thread.
 
     python benchmarks/systems.py                 # records in docs/results/systems.jsonl
     python benchmarks/systems.py --summary
@@ -46,7 +47,7 @@ def run(name, method, seed):
                                        domain=p.domain, scales=p.scales)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            pk.fit(model, progress=False, seed=seed)
+            out["fit_s"] = pk.fit(model, progress=False, seed=seed).seconds
             intervals = model.coefficient_intervals(0.95)
             mean_test, var_test = model(p.test)
             mean_grid, var_grid = model(p.grid)
