@@ -67,3 +67,36 @@ def test_a_flat_nuisance_parameter_has_no_variance():
     cov = laplace_covariance(H, 2)
     assert torch.allclose(cov[:3, :3], torch.linalg.inv(H[:3, :3]), atol=1e-12)
     assert torch.equal(cov[3], torch.zeros(4, dtype=D))
+
+
+def test_sigma_points_move_the_gps_parameters_along_their_own_directions():
+    """A fitted conditioned GP's sigma points: one pair per identified direction of the
+    coefficients and the GP's own parameters together (more pairs than coefficients), each
+    moving the GP's parameters as well, by at most one unit of their unconstrained scale
+    (the weak prior); the predictive variance is at least the plug-in one."""
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Equation, Parameter
+    g = torch.Generator().manual_seed(0)
+    t = torch.linspace(0, 2, 25, dtype=D)
+    y = torch.exp(-1.3 * t) + 0.02 * torch.randn(25, generator=g, dtype=D)
+    eq = Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=Parameter(1.0))
+    model = pk.PhysicsConditionedGP(t[:, None], y, eq, domain=pk.Box(t=(0, 4)),
+                                    collocation=40)
+    pk.fit(model, progress=False)
+    names, theta, eta = model._laplace_parameters(True)
+    points = model._sigma_points()
+    assert len(points) > len(names) and eta
+    estimates = [q.detach().clone() for q in theta + eta]
+    moved_eta = 0
+    for (values, _), (values_minus, _) in points:
+        for v, m, e in zip(values, values_minus, estimates):
+            assert torch.allclose(v - e, e - m, atol=1e-12)          # symmetric pairs
+            assert float((v - e).abs().max()) <= 1.0 + 1e-9
+        moved_eta += any(float((v - e).abs().max()) > 1e-6
+                         for v, e in zip(values[len(theta):], estimates[len(theta):]))
+    assert moved_eta >= len(points) - len(names)
+    X = torch.linspace(2, 4, 20, dtype=D)[:, None]
+    _, var = model(X)
+    model.parameter_uncertainty = False
+    _, plug_in = model(X)
+    assert bool((var >= plug_in - 1e-15).all()) and bool((var > plug_in).any())

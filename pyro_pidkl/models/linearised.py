@@ -262,7 +262,7 @@ class LinearisedConditioning:
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
         before a fit or with ``parameter_uncertainty=False``."""
-        key = (self._state_key(), bool(self.fitted))
+        key = (self._state_key(), bool(self.fitted), bool(self.parameter_uncertainty))
         cached = getattr(self, "_sigma_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -270,5 +270,4 @@ class LinearisedConditioning:
         if self.parameter_uncertainty and bool(self.fitted):
             points = sigma_points(self)
         self._sigma_cache = (key, points)
-        return points
         return points
