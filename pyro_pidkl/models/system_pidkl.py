@@ -95,7 +95,7 @@ class SystemPIDKL(PyroModule):
                      " because a feature network has a piecewise-linear or C1 activation; "
                      "use a smooth activation such as nn.Tanh or nn.SiLU")
         X_all = torch.cat([X for X, _ in parts])
-        self.X = X_all                        # every output's inputs (the default domain)
+        self.register_buffer("X", X_all)      # every output's inputs (the default domain)
         self.standardizer = Standardizer(X_all, torch.cat([y for _, y in parts]))
         num_equations = self._count_equations()
         self.num_equations = num_equations
