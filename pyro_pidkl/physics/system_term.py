@@ -26,13 +26,13 @@ from pyro.nn import PyroModule
 
 from ..checks import positive_int
 from ..errors import NonFiniteError
-from ..kernels.se import se_ard, se_gram
+from ..kernels.se import se_ard
 from ..param_scope import own_parameters
 from .derivatives import Field
 from .domain import Box
 from .equation import source_columns
 from .system import EquationSystem
-from .term import gaussian_log_prob, physics_weight
+from .term import gaussian_log_prob, physics_weight, source_gram
 
 __all__ = ["SystemPhysicsTerm"]
 
@@ -125,12 +125,8 @@ class SystemPhysicsTerm(PyroModule):
 
     def source_covariance(self, e, Z):
         r""":math:`\kappa_e(Z, Z)` plus its relative nugget, ``(..., m, m)``."""
-        kern = self.source_kernels[e]
-        U = self._units[0].x_to_model(Z)
-        if self._source_cols is not None:
-            U = U.index_select(-1, self._source_cols)
-        s2 = kern.variance
-        return se_gram(U / kern.lengthscale, s2, self.source_jitter * s2)
+        return source_gram(self.source_kernels[e], self._units[0], self._source_cols, Z,
+                           self.source_jitter)
 
     def log_prob(self, h, Z):
         r""":math:`\sum_e \log \mathcal{N}(h_e \mid 0, \kappa_e(Z, Z))` for ``h``

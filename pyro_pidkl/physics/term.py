@@ -60,6 +60,18 @@ def physics_weight(gamma):
     return gamma
 
 
+def source_gram(kernel, standardizer, cols, Z, jitter):
+    r""":math:`\kappa(Z, Z) + j s^2 I` ``(..., m, m)`` of an SE-ARD source ``kernel`` (variance
+    :math:`s^2`) on the inputs ``Z`` ``(..., m, d)`` (user units) standardised by
+    ``standardizer`` and restricted to the columns ``cols`` (``None``: all), ``j`` the relative
+    nugget ``jitter`` (:func:`~pyro_pidkl.kernels.se_gram`: its backward written out)."""
+    U = standardizer.x_to_model(Z)
+    if cols is not None:
+        U = U.index_select(-1, cols)
+    s2 = kernel.variance
+    return se_gram(U / kernel.lengthscale, s2, jitter * s2)
+
+
 def gaussian_log_prob(h, Sigma):
     r""":math:`\log \mathcal{N}(h \mid 0, \Sigma)` for ``h`` ``(..., m)`` and ``Sigma``
     ``(..., m, m)``: the quadratic form and :math:`\log|\Sigma|` with closed-form gradients,
@@ -261,12 +273,8 @@ class PhysicsTerm(PyroModule):
         r""":math:`\kappa(Z, Z)` plus its relative nugget, ``(..., m, m)`` for ``Z``
         ``(..., m, d)`` (user units): the SE-ARD source kernel on the standardised inputs it
         uses (:func:`~pyro_pidkl.kernels.se_gram`: its backward written out)."""
-        kern = self.source_kernel
-        U = self._units[0].x_to_model(Z)
-        if self._source_cols is not None:
-            U = U.index_select(-1, self._source_cols)
-        s2 = kern.variance
-        return se_gram(U / kern.lengthscale, s2, self.source_jitter * s2)     # (..., m, m)
+        return source_gram(self.source_kernel, self._units[0], self._source_cols, Z,
+                           self.source_jitter)
 
     def log_prob(self, h, Z):
         r""":math:`\log \mathcal{N}(h \mid 0, \kappa(Z, Z))`, reduced over the ``m`` points."""
