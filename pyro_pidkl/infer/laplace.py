@@ -82,12 +82,9 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
     cov = T @ Ck @ T.T
     if bad.any():
         loose = (evecs[:, bad].abs() > 1e-3).any(1)     # in the coordinates of T
-        rows = loose[:n_theta].clone()
-        if loose[n_theta:].any():
-            rows = torch.cat([rows, (V[:, loose[n_theta:]].abs() > 1e-3).any(1)])
-        else:
-            rows = torch.cat([rows, torch.zeros(p - n_theta, dtype=torch.bool,
-                                                device=H.device)])
+        # back to the parameters: the coefficients as they are, each nuisance parameter
+        # that loads on a loose curved direction
+        rows = torch.cat([loose[:n_theta], (V[:, loose[n_theta:]].abs() > 1e-3).any(1)])
         cov[rows, :] = 0.0
         cov[:, rows] = 0.0
         cov[rows, rows] = math.inf
