@@ -153,14 +153,15 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         segments = int(min(12, max(2, n_data // 4)))
     stages = []
 
+    def shooting(sd, K=1, weight=0.0):
+        return _Shooting(ode, observations, transforms, t0, t1, K, scale, sd, weight)
+
     def single(theta, x0, sd, nfev):
-        s = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
-        v, cost = s.solve(np.r_[theta, x0 / scale], nfev)
+        v, cost = shooting(sd).solve(np.r_[theta, x0 / scale], nfev)
         return v[:len(theta)], v[len(theta):] * scale, cost
 
     def single_cost(theta, x0, sd):
-        s = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
-        return 0.5 * float(np.sum(s.fun(np.r_[theta, x0 / scale]) ** 2))
+        return 0.5 * float(np.sum(shooting(sd).fun(np.r_[theta, x0 / scale]) ** 2))
 
     theta_start, x_start = theta.copy(), x0.copy()
     candidates = []
@@ -172,8 +173,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         S = np.tile(x0, (segments, 1)) if S is None else S
         v = np.r_[theta, (S / scale).reshape(-1)]
         for w in weights:
-            s = _Shooting(ode, observations, transforms, t0, t1, segments, scale, sd, w)
-            v, cost = s.solve(v, max_nfev)
+            v, cost = shooting(sd, segments, w).solve(v, max_nfev)
             stages.append((segments, w, cost))
         P = len(theta)
         candidates.append((v[:P], v[P:P + len(scale)] * scale))
@@ -186,7 +186,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
             best = (th, x, cost)
     theta, x0, cost = best
     if refine_sd:
-        s = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
+        s = shooting(sd)
         r = s.fun(np.r_[theta, x0 / scale]) * sd[s.obs_c]
         for c in range(len(scale)):
             rc = r[s.obs_c == c]
