@@ -124,11 +124,16 @@ def burgers_truth(x, t, nu=0.02, nodes=150):
 
 # -- runs ----------------------------------------------------------------------------------
 
+SOLVER = "dense"
+
+
 def run_ours(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth, **options):
     """Build, fit and take the posterior mean at ``X_eval``: ``(seconds, rms, rel_l2,
-    extra)``."""
+    extra)``; with ``SOLVER = "sparse"`` by :class:`pyro_pidkl.SparseCholeskySolver`."""
     import torch
     import pyro_pidkl as pk
+    if SOLVER == "sparse":
+        return run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth)
     t0 = time.perf_counter()
     model = pk.PhysicsConditionedGP(torch.as_tensor(X_boundary), torch.as_tensor(y_boundary),
                                     eq, input_names=names, collocation=torch.as_tensor(Z),
@@ -144,6 +149,30 @@ def run_ours(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth, **opti
                      "gn_iterations": gn.iterations, "gn_converged": gn.converged,
                      "lengthscale": (model.kernel.lengthscale.detach()
                                      * model.standardizer.x_scale).tolist()}
+
+
+def run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth):
+    """The sparse-Cholesky solver at its defaults (lengthscale learned): solve and take the
+    solution at ``X_eval``."""
+    import resource
+
+    import torch
+    import pyro_pidkl as pk
+    t0 = time.perf_counter()
+    solver = pk.SparseCholeskySolver(torch.as_tensor(X_boundary), torch.as_tensor(y_boundary),
+                                     eq, torch.as_tensor(Z), source=source, input_names=names)
+    res = solver.solve()
+    mean = solver.posterior_mean(torch.as_tensor(X_eval))
+    seconds = time.perf_counter() - t0
+    err = mean - torch.as_tensor(truth)
+    return seconds, {"solver": "sparse", "rms": float(err.pow(2).mean().sqrt()),
+                     "rel_l2": float(err.norm() / torch.as_tensor(truth).norm()),
+                     "gn_iterations": res.iterations, "gn_converged": res.converged,
+                     "cg_iterations": res.cg_iterations, "solve_s": round(res.seconds, 3),
+                     "factor_s": round(res.factor_seconds, 3),
+                     "lengthscale": solver.ell.tolist(),
+                     # the process's peak so far (cases run smallest first)
+                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
 def run_peer(h, threads):
@@ -201,7 +230,6 @@ def case_chen(threads):
 
 
 def case_burgers(threads, seed=0):
-    import torch
     from pyro_pidkl.physics import Equation
     rng = np.random.default_rng(seed)
     interior = np.stack([rng.uniform(-1, 1, 1000), rng.uniform(0, 1, 1000)], 1)
@@ -253,11 +281,14 @@ def main(argv=None):
     p.add_argument("--h", default="0.05,0.02,0.01", help="elliptic grid spacings")
     p.add_argument("--N", default="100,300,1000,3000,10000", help="data sizes of the data case")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--solver", default="dense", choices=("dense", "sparse"),
+                   help="PhysicsConditionedGP (dense) or SparseCholeskySolver (sparse)")
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--summary", action="store_true")
     args = p.parse_args(argv)
+    global SOLVER
+    SOLVER = args.solver
     if not args.summary:
-        import torch
         records.set_threads(args.threads)
         commit, cases = records.commit(), args.cases.split(",")
         jobs = []

@@ -35,89 +35,18 @@ lengthscales and conditioning radii rho:
 """
 
 import argparse
-import heapq
-import json
 import os
 import sys
 import time
 
 import numpy as np
-import scipy.sparse
 import scipy.sparse.linalg
 import torch
-from scipy.spatial import cKDTree
 
+from pyro_pidkl.gp.sparse_cholesky import SparseInverseCholesky, maximin_order
 from pyro_pidkl.kernels.operators import hermite
 
-__all__ = ["SparseInverseCholesky", "conditioning_sets", "maximin_order",
-           "measurement_covariance"]
-
-
-def maximin_order(points):
-    r"""The maximin (farthest-point) order of ``points`` ``(n, d)`` and each point's distance
-    :math:`\ell` to the points before it (``inf`` for the first), in :math:`O(n \log n)`
-    tree queries: a point's distance only falls when a new point lands within it.
-
-    :returns: ``(order, lengths)``: ``(n,)`` int64 indices, ``(n,)`` float64 distances, the
-        distances non-increasing.
-    """
-    x = np.asarray(points, dtype=np.float64)
-    n = x.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    tree = cKDTree(x)
-    nearest = np.full(n, np.inf)
-    done = np.zeros(n, dtype=bool)
-    order, lengths = np.empty(n, dtype=np.int64), np.empty(n)
-    # start from the point nearest the centroid, then a lazy max-heap of distances
-    first = int(((x - x.mean(0)) ** 2).sum(1).argmin())
-    heap = [(-np.inf, first)]
-    nearest[first] = np.inf
-    step = 0
-    while step < n:
-        if heap:
-            key, i = heapq.heappop(heap)
-            if done[i] or -key != nearest[i]:
-                continue
-        else:                                    # only at the start: every distance inf
-            i = int(np.flatnonzero(~done)[0])
-        done[i] = True
-        order[step], lengths[step] = i, nearest[i]
-        step += 1
-        radius = nearest[i]
-        near = (np.flatnonzero(~done) if not np.isfinite(radius)
-                else np.asarray(tree.query_ball_point(x[i], r=radius), dtype=np.int64))
-        if near.size == 0:
-            continue
-        near = near[~done[near]]
-        d = np.sqrt(((x[near] - x[i]) ** 2).sum(1))
-        closer = d < nearest[near]
-        for j, dj in zip(near[closer].tolist(), d[closer].tolist()):
-            nearest[j] = dj
-            heapq.heappush(heap, (-dj, j))
-    return order, lengths
-
-
-def conditioning_sets(points, order, lengths, rho):
-    r"""For each position :math:`k` of the maximin ``order``, the earlier positions whose
-    points lie within :math:`\rho \ell_k` of it (the first point's radius is infinite: it
-    has none before it).
-
-    :returns: a list of ``n`` int64 arrays of positions, each sorted.
-    """
-    x = np.asarray(points, dtype=np.float64)[order]
-    n = x.shape[0]
-    radius = rho * np.where(np.isfinite(lengths), lengths, np.inf)
-    tree = cKDTree(x)
-    finite = np.isfinite(radius)
-    out = [None] * n
-    hits = tree.query_ball_point(x[finite], r=radius[finite]) if finite.any() else []
-    for k, h in zip(np.flatnonzero(finite).tolist(), hits):
-        h = np.asarray(h, dtype=np.int64)
-        out[k] = np.sort(h[h < k])
-    for k in np.flatnonzero(~finite).tolist():
-        out[k] = np.arange(k, dtype=np.int64)
-    return out
+__all__ = ["maximin_order", "measurement_covariance", "se_factor"]
 
 
 def _pair_groups(indices):
@@ -163,131 +92,12 @@ def measurement_covariance(PA, WA, PB, WB, indices, lengthscale, variance):
     return K * total
 
 
-class SparseInverseCholesky:
-    r"""The KL-optimal sparse factor :math:`U` of :math:`\Theta^{-1}` for measurements at
-    points (module docstring), ``U`` upper triangular in the order ``perm``.
-
-    :param points: ``(n, d)`` distinct points (standardised units).
-    :param point_of: ``(m,)`` the point of each measurement.
-    :param weights: ``(m, len(indices))`` each measurement's weights on ``indices``.
-    :param indices: derivative indices (``()`` the value).
-    :param lengthscale, variance: the SE-ARD kernel's.
-    :param nugget: ``(m,)`` or a scalar added to each measurement's variance (noise).
-    :param float rho: the conditioning radius in units of :math:`\ell` (larger: more
-        accurate, denser; the error falls exponentially in it).
-    :param int batch: supernodes factored per batched call.
-    """
-
-    def __init__(self, points, point_of, weights, indices, lengthscale, variance, nugget=0.0,
-                 rho=3.0, batch=4096):
-        P = torch.as_tensor(points, dtype=torch.float64)
-        point_of = np.asarray(point_of, dtype=np.int64)
-        W = torch.as_tensor(weights, dtype=torch.float64)
-        m = point_of.shape[0]
-        nugget = torch.as_tensor(nugget, dtype=torch.float64).expand(m)
-        order, lengths = maximin_order(P.numpy())
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.shape[0])
-        # measurements follow their point, in the order given
-        by_point = np.argsort(rank[point_of], kind="stable")
-        self.perm = by_point                       # measurement ids in factor order
-        position = np.empty(m, dtype=np.int64)
-        position[by_point] = np.arange(m)
-        counts = np.bincount(rank[point_of], minlength=order.shape[0])
-        first = np.concatenate([[0], np.cumsum(counts)[:-1]])   # first position of point k
-        sets = conditioning_sets(P.numpy(), order, lengths, rho)
-        self.order, self.lengths, self.rho = order, lengths, rho
-        rows, cols, vals = [], [], []
-        # supernodes: the measurements of earlier points in the set, then the point's own
-        nodes = []
-        for k in range(order.shape[0]):
-            if counts[k] == 0:
-                continue
-            earlier = sets[k]
-            members = (np.concatenate([np.arange(first[j], first[j] + counts[j])
-                                       for j in earlier]) if len(earlier) else
-                       np.zeros(0, dtype=np.int64))
-            own = np.arange(first[k], first[k] + counts[k])
-            nodes.append(np.concatenate([members, own]).astype(np.int64))
-        nodes.sort(key=len)
-        ids = torch.as_tensor(by_point)
-        for start in range(0, len(nodes), batch):
-            chunk = nodes[start:start + batch]
-            size = len(chunk[-1])
-            idx = np.zeros((len(chunk), size), dtype=np.int64)
-            pad = np.zeros((len(chunk), size), dtype=bool)
-            own_count = np.zeros(len(chunk), dtype=np.int64)
-            for b, s in enumerate(chunk):
-                idx[b, size - len(s):] = s              # padding first: the own last
-                pad[b, :size - len(s)] = True
-                own_count[b] = counts[rank[point_of[by_point[s[-1]]]]]
-            meas = ids[torch.as_tensor(idx)]             # measurement ids (B, size)
-            Pm = P[torch.as_tensor(point_of)[meas]]
-            Wm = W[meas]
-            theta = measurement_covariance(Pm, Wm, Pm, Wm, indices, lengthscale, variance)
-            theta = theta + torch.diag_embed(nugget[meas])
-            padt = torch.as_tensor(pad)
-            theta = torch.where(padt[:, :, None] | padt[:, None, :], torch.zeros_like(theta),
-                                theta)
-            theta = theta + torch.diag_embed(padt.to(theta.dtype))
-            L = torch.linalg.cholesky(theta)
-            t_max = int(own_count.max())
-            E = torch.zeros(len(chunk), size, t_max, dtype=theta.dtype)
-            for b in range(len(chunk)):
-                t = int(own_count[b])
-                E[b, size - t:, t_max - t:] = torch.eye(t, dtype=theta.dtype)
-            # the last columns of L^-T: solve L^T X = E
-            X = torch.linalg.solve_triangular(L.transpose(-1, -2), E, upper=True)
-            for b, s in enumerate(chunk):
-                t = int(own_count[b])
-                block = X[b, size - len(s):, t_max - t:].numpy()    # (len(s), t)
-                for c in range(t):
-                    col = s[len(s) - t + c]
-                    keep = slice(0, len(s) - t + c + 1)            # upper triangular
-                    rows.append(s[keep])
-                    cols.append(np.full(len(s) - t + c + 1, col, dtype=np.int64))
-                    vals.append(block[keep, c])
-        rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
-        self.U = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(m, m))
-        self.position = position
-        self._lu = None
-
-    @property
-    def nnz(self):
-        return self.U.nnz
-
-    def logdet(self):
-        r""":math:`\log\det\Theta \approx -2 \sum_i \log U_{ii}`."""
-        return float(-2 * np.log(self.U.diagonal()).sum())
-
-    def _permute(self, x):
-        return np.asarray(x, dtype=np.float64)[self.perm]
-
-    def _unpermute(self, y):
-        out = np.empty_like(y)
-        out[self.perm] = y
-        return out
-
-    def precision_matvec(self, x):
-        r""":math:`\Theta^{-1} x \approx U U^\top x` (measurement order in and out)."""
-        xp = self._permute(x)
-        return self._unpermute(self.U @ (self.U.T @ xp))
-
-    def _factor(self):
-        if self._lu is None:
-            # a triangular matrix factors without fill: SuperLU in its natural order
-            self._lu = scipy.sparse.linalg.splu(self.U.tocsc(), permc_spec="NATURAL",
-                                                diag_pivot_thresh=0.0,
-                                                options={"SymmetricMode": False})
-        return self._lu
-
-    def covariance_matvec(self, x):
-        r""":math:`\Theta x \approx U^{-\top} U^{-1} x` (two triangular solves)."""
-        lu = self._factor()
-        xp = self._permute(x)
-        y = lu.solve(xp)                 # U y = x
-        z = lu.solve(y, trans="T")       # U^T z = y
-        return self._unpermute(z)
+def se_factor(pts, point_of, W, ind, ell, variance, nugget, rho):
+    """The library's factor on this module's SE covariances."""
+    return SparseInverseCholesky(
+        pts, point_of, W,
+        lambda PA, WA, PB, WB: measurement_covariance(PA, WA, PB, WB, ind, ell, variance),
+        nugget=nugget, rho=rho)
 
 
 def elliptic_measurements(n):
@@ -317,7 +127,7 @@ def measure(n, lengthscale, rho, nugget=1e-8, seed=0):
     v = np.random.default_rng(seed).standard_normal(len(point_of))
     exact = theta.numpy() @ v
     t0 = time.perf_counter()
-    F = SparseInverseCholesky(pts, point_of, W, ind, ell, 1.0, nugget=nugget, rho=rho)
+    F = se_factor(pts, point_of, W, ind, ell, 1.0, nugget, rho)
     seconds = time.perf_counter() - t0
     got = F.covariance_matvec(v)
     logdet = float(torch.linalg.slogdet(theta)[1])
@@ -354,8 +164,7 @@ def pcg(n, lengthscale, rho, relative_nugget=1e-6, rtol=1e-8, max_iter=5000, see
         M = scipy.sparse.linalg.LinearOperator((m, m), matvec=lambda x: inv_diag * x,
                                                dtype=np.float64)
     else:
-        F = SparseInverseCholesky(pts, point_of, W, ind, ell, 1.0, nugget=nugget.numpy(),
-                                  rho=rho)
+        F = se_factor(pts, point_of, W, ind, ell, 1.0, nugget.numpy(), rho)
         nnz = F.nnz
         M = scipy.sparse.linalg.LinearOperator((m, m), matvec=F.precision_matvec,
                                                dtype=np.float64)

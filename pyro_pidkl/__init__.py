@@ -34,6 +34,7 @@ _SOURCES = {
     "EquationSystem": "physics", "ConditionedSystemGP": "models", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
     "PhysicsTerm": "physics", "ExplicitODE": "physics", "explicit_ode": "physics",
     "SystemPIDKL": "models", "SystemPhysicsTerm": "physics",
+    "SparseCholeskySolver": "models", "Matern72": "kernels",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
 

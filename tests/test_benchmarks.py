@@ -146,7 +146,7 @@ def test_the_sparse_cholesky_measurement_is_of_a_correct_factor():
     theta = (sc.measurement_covariance(Pm, Wt, Pm, Wt, ind, ell, 1.0)
              + 1e-2 * torch.eye(len(point_of), dtype=D)).numpy()
     v = np.random.default_rng(1).standard_normal(len(point_of))
-    exact = sc.SparseInverseCholesky(pts, point_of, W, ind, ell, 1.0, nugget=1e-2, rho=1e9)
+    exact = sc.se_factor(pts, point_of, W, ind, ell, 1.0, 1e-2, 1e9)
     assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-9, atol=1e-9)
     assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-10)
     kl = [sc.measure(7, 0.3, rho, nugget=1e-2)["kl_nats"] for rho in (1.5, 3.0)]

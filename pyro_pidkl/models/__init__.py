@@ -8,8 +8,9 @@ from .exact_gp import ExactGP
 from .lfm import LFM
 from .pidkl import PIDKL
 from .sparse import SparseGP, SparsePIDKL
+from .sparse_solver import SparseCholeskySolver, SparseSolveResult
 from .system import ConditionedSystemGP
 from .system_pidkl import SystemPIDKL
 
 __all__ = ["ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
-           "SparseGP", "SparsePIDKL", "SystemPIDKL", "collocation_points"]
+           "SparseCholeskySolver", "SparseGP", "SparsePIDKL", "SparseSolveResult", "SystemPIDKL", "collocation_points"]

@@ -28,7 +28,7 @@ import torch
 
 from .derivatives import Field, Inputs
 
-__all__ = ["JetField", "Linearisation", "is_linear", "linearise"]
+__all__ = ["JetField", "Linearisation", "derivatives_read", "is_linear", "linearise"]
 
 
 class JetField(Field):
@@ -90,6 +90,13 @@ def linearise(equation, jet, points, names, check_linear=False, **values):
     coefficients, h, offset, _ = _expand(equation, jet, points, names, values)
     linear = is_linear(equation, points, names) if check_linear else None
     return Linearisation(coefficients, h, offset, linear)
+
+
+def derivatives_read(equation, points, names):
+    """The derivative indices ``psi`` reads at ``points`` (probed at the zero jet), the
+    value ``()`` first, then by order: a list of index tuples (columns of ``names``)."""
+    _, _, _, requested = _expand(equation, {}, points.detach(), names, {})
+    return sorted(requested | {()}, key=lambda i: (len(i), i))
 
 
 def _expand(equation, jet, points, names, values):

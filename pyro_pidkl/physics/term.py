@@ -50,7 +50,7 @@ DRAWS = ("function", "pointwise", "mean")
 
 
 def physics_weight(gamma):
-    """``gamma`` as a float, checked: a finite number :math:`\ge 0`."""
+    r"""``gamma`` as a float, checked: a finite number :math:`\ge 0`."""
     try:
         gamma = float(gamma)
     except (TypeError, ValueError):

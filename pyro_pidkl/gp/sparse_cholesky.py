@@ -1,0 +1,239 @@
+r"""A sparse Cholesky factor of the precision of point measurements by Kullback-Leibler
+minimisation (Schaefer, Katzfuss & Owhadi, SIAM J. Sci. Comput. 2021; for derivative
+measurements Chen, Owhadi & Schaefer, Math. Comp. 2025).
+
+The measurements :math:`\phi_i = \sum_a W_{ia} \partial^a f(p_{k(i)})` sit at points
+:math:`p`. The points are put in maximin order (each next point the farthest from those
+before it; :math:`\ell_k` its distance to them), and the measurements of a point follow it
+in the order given. Measurement :math:`i` is conditioned on the earlier measurements within
+:math:`\rho \ell_{k(i)}` of its point (the Vecchia approximation, KL-optimal for that
+sparsity):
+
+.. math::
+    \Theta^{-1} \approx U U^\top, \qquad
+    U_{s_i, i} = \frac{\Theta_{s_i s_i}^{-1} e_i}{\sqrt{e_i^\top \Theta_{s_i s_i}^{-1} e_i}},
+
+with :math:`s_i` the conditioning set and :math:`i`; exact when every :math:`s_i` holds all
+earlier measurements. All measurements of one point share one factorisation (a
+supernode): for :math:`\Theta_{ss} = L L^\top` with the point's measurements last, their
+columns are the last columns of :math:`L^{-\top}`. :math:`U` is upper triangular in the
+ordering; :math:`\Theta x \approx U^{-\top} U^{-1} x` is two sparse triangular solves.
+
+The factor is as good as the kernel's screening (conditioned on nearby points, far ones
+carry little information): the Matern kernels screen and the error falls exponentially in
+:math:`\rho`; the SE kernel screens weakly (``benchmarks/sparse_cholesky_se.py``).
+"""
+
+import heapq
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+import torch
+from scipy.spatial import cKDTree
+
+__all__ = ["SparseInverseCholesky", "conditioning_sets", "maximin_order"]
+
+#: covariance entries per batched call: small enough that its arrays stay in cache
+ENTRIES_PER_BATCH = 65_536
+
+
+def maximin_order(points):
+    r"""The maximin (farthest-point) order of ``points`` ``(n, d)`` and each point's distance
+    :math:`\ell` to the points before it (``inf`` for the first), in :math:`O(n \log n)`
+    tree queries: a point's distance only falls when a new point lands within it.
+
+    :returns: ``(order, lengths)``: ``(n,)`` int64 indices, ``(n,)`` float64 distances, the
+        distances non-increasing.
+    """
+    x = np.asarray(points, dtype=np.float64)
+    n = x.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    tree = cKDTree(x)
+    nearest = np.full(n, np.inf)
+    done = np.zeros(n, dtype=bool)
+    order, lengths = np.empty(n, dtype=np.int64), np.empty(n)
+    # start from the point nearest the centroid, then a lazy max-heap of distances
+    first = int(((x - x.mean(0)) ** 2).sum(1).argmin())
+    heap = [(-np.inf, first)]
+    step = 0
+    while step < n:
+        if heap:
+            key, i = heapq.heappop(heap)
+            if done[i] or -key != nearest[i]:
+                continue
+        else:                                    # only at the start: every distance inf
+            i = int(np.flatnonzero(~done)[0])
+        done[i] = True
+        order[step], lengths[step] = i, nearest[i]
+        step += 1
+        radius = nearest[i]
+        near = (np.flatnonzero(~done) if not np.isfinite(radius)
+                else np.asarray(tree.query_ball_point(x[i], r=radius), dtype=np.int64))
+        if near.size == 0:
+            continue
+        near = near[~done[near]]
+        d = np.sqrt(((x[near] - x[i]) ** 2).sum(1))
+        closer = d < nearest[near]
+        for j, dj in zip(near[closer].tolist(), d[closer].tolist()):
+            nearest[j] = dj
+            heapq.heappush(heap, (-dj, j))
+    return order, lengths
+
+
+def conditioning_sets(points, order, lengths, rho):
+    r"""For each position :math:`k` of the maximin ``order``, the earlier positions whose
+    points lie within :math:`\rho \ell_k` of it (the first point's radius is infinite: it
+    has none before it).
+
+    :returns: a list of ``n`` int64 arrays of positions, each sorted.
+    """
+    x = np.asarray(points, dtype=np.float64)[order]
+    n = x.shape[0]
+    radius = rho * np.where(np.isfinite(lengths), lengths, np.inf)
+    tree = cKDTree(x)
+    finite = np.isfinite(radius)
+    out = [None] * n
+    hits = tree.query_ball_point(x[finite], r=radius[finite]) if finite.any() else []
+    for k, h in zip(np.flatnonzero(finite).tolist(), hits):
+        h = np.asarray(h, dtype=np.int64)
+        out[k] = np.sort(h[h < k])
+    for k in np.flatnonzero(~finite).tolist():
+        out[k] = np.arange(k, dtype=np.int64)
+    return out
+
+
+class SparseInverseCholesky:
+    r"""The KL-optimal sparse factor :math:`U` of :math:`\Theta^{-1}` for measurements at
+    points (module docstring), ``U`` upper triangular in the order ``perm``.
+
+    :param points: ``(n, d)`` distinct points.
+    :param point_of: ``(m,)`` the point of each measurement.
+    :param weights: ``(m, w)`` each measurement's weights on the covariance's derivative
+        indices.
+    :param covariance: ``covariance(PA, WA, PB, WB)`` -> ``(..., a, b)``, the covariances of
+        weighted measurements at batches of points (e.g. a
+        :func:`~pyro_pidkl.kernels.matern.matern72_measurement_covariance` with its indices
+        and lengthscale bound).
+    :param nugget: ``(m,)`` or a scalar added to each measurement's variance (noise).
+    :param float rho: the conditioning radius in units of :math:`\ell` (larger: more
+        accurate, denser).
+    :param order: ``(order, lengths)`` of the points if already known (:func:`maximin_order`
+        of ``points / scale``).
+    :param scale: ``(d,)`` or a scalar: distances (the ordering and the radii) are measured
+        in ``points / scale``, the metric in which the kernel is isotropic (its lengthscales).
+    """
+
+    def __init__(self, points, point_of, weights, covariance, nugget=0.0, rho=3.0,
+                 order=None, scale=1.0):
+        P = torch.as_tensor(points, dtype=torch.float64)
+        metric = (P / torch.as_tensor(scale, dtype=torch.float64)).numpy()
+        point_of = np.asarray(point_of, dtype=np.int64)
+        W = torch.as_tensor(weights, dtype=torch.float64)
+        m = point_of.shape[0]
+        if W.shape[0] != m:
+            raise ValueError(f"Expected one row of weights per measurement ({m}); got "
+                             f"{W.shape[0]}")
+        nugget = torch.as_tensor(nugget, dtype=torch.float64).expand(m)
+        order, lengths = maximin_order(metric) if order is None else order
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.shape[0])
+        # measurements follow their point, in the order given
+        by_point = np.argsort(rank[point_of], kind="stable")
+        self.perm = by_point                       # measurement ids in factor order
+        counts = np.bincount(rank[point_of], minlength=order.shape[0])
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])   # first position of point k
+        sets = conditioning_sets(metric, order, lengths, rho)
+        self.order, self.lengths, self.rho = order, lengths, rho
+        # supernodes: the measurements of earlier points in the set, then the point's own
+        nodes = []
+        for k in range(order.shape[0]):
+            if counts[k] == 0:
+                continue
+            earlier = sets[k][counts[sets[k]] > 0]
+            members = (np.concatenate([np.arange(first[j], first[j] + counts[j])
+                                       for j in earlier]) if len(earlier) else
+                       np.zeros(0, dtype=np.int64))
+            own = np.arange(first[k], first[k] + counts[k])
+            nodes.append((np.concatenate([members, own]).astype(np.int64), int(counts[k])))
+        nodes.sort(key=lambda node: len(node[0]))
+        ids = torch.as_tensor(by_point)
+        point_of_t = torch.as_tensor(point_of)
+        rows, cols, vals = [], [], []
+        start = 0
+        while start < len(nodes):
+            size = len(nodes[start][0])
+            stop = start + 1
+            while stop < len(nodes) and (stop - start + 1) * len(nodes[stop][0]) ** 2 \
+                    <= ENTRIES_PER_BATCH:
+                stop += 1
+            chunk = nodes[start:stop]
+            start = stop
+            size = len(chunk[-1][0])
+            idx = np.zeros((len(chunk), size), dtype=np.int64)
+            pad = np.zeros((len(chunk), size), dtype=bool)
+            own_count = np.array([t for _, t in chunk])
+            for b, (s, _) in enumerate(chunk):
+                idx[b, size - len(s):] = s              # padding first: the own last
+                pad[b, :size - len(s)] = True
+            meas = ids[torch.as_tensor(idx)]             # measurement ids (B, size)
+            Pm, Wm = P[point_of_t[meas]], W[meas]
+            theta = covariance(Pm, Wm, Pm, Wm)
+            padt = torch.as_tensor(pad)
+            theta = theta + torch.diag_embed(torch.where(padt, 1.0, nugget[meas]))
+            theta = torch.where(padt[:, :, None] ^ padt[:, None, :], 0.0, theta)
+            L = torch.linalg.cholesky(theta)
+            t_max = int(own_count.max())
+            E = torch.zeros(len(chunk), size, t_max, dtype=theta.dtype)
+            for b, t in enumerate(own_count.tolist()):
+                E[b, size - t:, t_max - t:] = torch.eye(t, dtype=theta.dtype)
+            # the last columns of L^-T: solve L^T X = E
+            X = torch.linalg.solve_triangular(L.transpose(-1, -2), E, upper=True).numpy()
+            for b, (s, t) in enumerate(chunk):
+                block = X[b, size - len(s):, t_max - t:]              # (len(s), t)
+                for c in range(t):
+                    keep = len(s) - t + c + 1                         # upper triangular
+                    rows.append(s[:keep])
+                    cols.append(np.full(keep, s[keep - 1], dtype=np.int64))
+                    vals.append(block[:keep, c])
+        rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        self.U = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(m, m))
+        self._lu = None
+
+    @property
+    def nnz(self):
+        """Entries of the factor."""
+        return self.U.nnz
+
+    def logdet(self):
+        r""":math:`\log\det\Theta \approx -2 \sum_i \log U_{ii}`."""
+        return float(-2 * np.log(self.U.diagonal()).sum())
+
+    def _unpermute(self, y):
+        out = np.empty_like(y)
+        out[self.perm] = y
+        return out
+
+    def precision_matvec(self, x):
+        r""":math:`\Theta^{-1} x \approx U U^\top x` (measurement order in and out; ``x``
+        ``(m,)`` or ``(m, k)``)."""
+        xp = np.asarray(x, dtype=np.float64)[self.perm]
+        return self._unpermute(self.U @ (self.U.T @ xp))
+
+    def _factor(self):
+        if self._lu is None:
+            # a triangular matrix factors without fill: SuperLU in its natural order
+            self._lu = scipy.sparse.linalg.splu(self.U.tocsc(), permc_spec="NATURAL",
+                                                diag_pivot_thresh=0.0,
+                                                options={"SymmetricMode": False})
+        return self._lu
+
+    def covariance_matvec(self, x):
+        r""":math:`\Theta x \approx U^{-\top} U^{-1} x` (two triangular solves; ``x``
+        ``(m,)`` or ``(m, k)``)."""
+        lu = self._factor()
+        xp = np.asarray(x, dtype=np.float64)[self.perm]
+        y = lu.solve(xp)                 # U y = x
+        z = lu.solve(y, trans="T")       # U^T z = y
+        return self._unpermute(z)

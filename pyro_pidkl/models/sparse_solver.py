@@ -1,0 +1,472 @@
+r"""A PDE solved by a GP conditioned on the equation, past the size a dense covariance
+holds: a Matern 7/2 prior, sparse Cholesky factors of precisions, and conjugate gradients.
+
+The model is the physics-conditioned GP's in solver mode (no unknown coefficient): the
+solution :math:`u \sim \mathcal{GP}(0, k)`, observed exactly (up to a nugget) at the data
+points :math:`X` and conditioned on :math:`\psi[u](z) = g(z)` at the collocation points
+:math:`Z`, with :math:`\psi` linearised by Gauss-Newton,
+:math:`\psi[u] \approx b + \sum_\alpha J_\alpha \partial^\alpha u`. Each step solves
+
+.. math::
+    \Theta_{\mathrm{lin}}\, \lambda = \begin{bmatrix} y \\ g(Z) - b(Z) \end{bmatrix},
+    \qquad \Theta_{\mathrm{lin}} = C\, \Theta\, C^\top,
+
+with :math:`\Theta` the covariance of the *base* measurements (the value at every point,
+and each derivative :math:`\partial^\alpha` the equation reads at every collocation
+point) and :math:`C` the sparse matrix of the data and the linearised operator on them.
+The new solution's values and derivatives at all points are :math:`\Theta C^\top \lambda`,
+and anywhere else :math:`u(x) = \operatorname{cov}(u(x), C\phi)\, \lambda`.
+
+Nothing of size :math:`n^2` is formed (the algorithm of Chen, Owhadi & Schaefer, Math.
+Comp. 2025, for any equation the library linearises):
+
+* :math:`\Theta \approx (U U^\top)^{-1}` by the KL-optimal sparse factor
+  (:class:`~pyro_pidkl.gp.sparse_cholesky.SparseInverseCholesky`, radius ``rho``), built
+  once: a product :math:`\Theta_{\mathrm{lin}} v` is two sparse triangular solves;
+* :math:`\Theta_{\mathrm{lin}}` is solved by conjugate gradients, preconditioned by its own
+  sparse factor (radius ``rho_preconditioner``), rebuilt each Gauss-Newton step.
+
+The Matern 7/2 kernel is what makes the factors sparse and accurate (its conditional
+covariances screen; the SE kernel's do not). Its lengthscale is learned as the dense
+solver's is: by maximising the linearised measurements' marginal likelihood on a maximin
+subset of the points (``lengthscale="learn"``), or given.
+"""
+
+import math
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+import scipy.optimize
+import torch
+from scipy.spatial import cKDTree
+
+from ..checks import as_inputs
+from ..errors import ConvergenceWarning
+from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maximin_order
+from ..kernels.matern import matern72_measurement_covariance
+from ..physics.collocation import maximin_subset
+from ..physics.linearise import derivatives_read, linearise
+
+__all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
+
+
+def default_radius(rho2, d):
+    r"""The conditioning radius in ``d`` dimensions whose ball holds as many points as the
+    radius ``rho2`` does in two (the factor's accuracy follows the size of the conditioning
+    sets), and never less than ``rho2``: :math:`\max(\rho_2, (\pi \rho_2^2 / V_d)^{1/d})`,
+    :math:`V_d` the unit ball's volume (1-D: 4 becomes 25; 3-D stays 4)."""
+    volume = math.pi ** (d / 2) / math.gamma(d / 2 + 1)
+    return max(rho2, (math.pi * rho2 ** 2 / volume) ** (1 / d))
+
+
+class SparseSolveResult:
+    """What :meth:`SparseCholeskySolver.solve` did: Gauss-Newton ``iterations``,
+    ``converged``, ``change`` (the last relative change of the solution at the points),
+    ``cg_iterations`` (per step), ``seconds`` and ``factor_seconds`` (the sparse factors)."""
+
+    def __init__(self, iterations, converged, change, cg_iterations, seconds, factor_seconds):
+        self.iterations, self.converged, self.change = iterations, converged, change
+        self.cg_iterations, self.seconds, self.factor_seconds = (cg_iterations, seconds,
+                                                                 factor_seconds)
+
+    def __repr__(self):
+        return (f"SparseSolveResult(iterations={self.iterations}, converged={self.converged}, "
+                f"change={self.change:.3g}, cg_iterations={self.cg_iterations}, "
+                f"seconds={self.seconds:.3g})")
+
+
+class SparseCholeskySolver:
+    r"""Solve :math:`\psi[u] = g` from data at ``X`` (boundary values, or any point values)
+    with collocation points ``collocation`` (module docstring).
+
+    :param X: ``(n, d)`` data inputs; ``y`` ``(n,)`` values.
+    :param equation: a :class:`~pyro_pidkl.physics.Equation` with no learned coefficient,
+        reading derivatives of order at most two.
+    :param collocation: ``(M, d)`` collocation points, distinct from each other and from ``X``.
+    :param source: a callable ``g(x)`` (``x`` a dict of ``(M,)`` columns by input name),
+        ``(M,)`` values at the collocation points, or ``None`` (zero).
+    :param input_names: the ``d`` input names (default: the equation's inputs).
+    :param lengthscale: ``"learn"`` (default), a float or ``(d,)`` in user units.
+    :param float rho: radius of the covariance's factor (accuracy of the products); default
+        :func:`default_radius` of 4 (the radius of Chen, Owhadi & Schaefer in 2-D).
+    :param float rho_preconditioner: radius of the preconditioner's factor (CG steps);
+        default :func:`default_radius` of 6.
+    :param float nugget: added to each measurement's variance, relative to it.
+    :param float tol: Gauss-Newton stops when the solution at the points changes by less.
+    :param int max_iterations: Gauss-Newton steps at most.
+    :param float cg_tol: relative residual of each CG solve.
+    :param int learn_points: collocation points of the subset the lengthscale is learned on.
+    """
+
+    def __init__(self, X, y, equation, collocation, source=None, input_names=None,
+                 lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-10,
+                 tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
+                 learn_points=600, preconditioner_tol=0.1):
+        names = tuple(input_names or equation.inputs or ())
+        self.X = self._points(X, "X", len(names) or None)
+        d = self.X.shape[1]
+        if not names:
+            names = tuple(f"x{j}" for j in range(d))
+        if len(names) != d:
+            raise ValueError(f"Expected {d} input names for X of shape {tuple(self.X.shape)}; "
+                             f"got {names}")
+        equation.check_inputs(names)
+        learned = [n for n, s in equation.specs.items() if not s.fixed]
+        if learned:
+            raise ValueError(f"Expected an equation without learned coefficients (the sparse "
+                             f"solver solves, it does not fit); got {learned}: use "
+                             f"PhysicsConditionedGP to learn them")
+        self.names, self.equation = names, equation
+        self.y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+        if self.y.shape[0] != self.X.shape[0]:
+            raise ValueError(f"Expected y of shape ({self.X.shape[0]},) to match X; got "
+                             f"{tuple(torch.as_tensor(y).shape)}")
+        self.Z = self._points(collocation, "collocation", d)
+        allp = torch.cat([self.X, self.Z]).numpy()
+        dist, _ = cKDTree(allp).query(allp, k=2)
+        if allp.shape[0] > 1 and not (dist[:, 1] > 0).all():
+            raise ValueError("Expected distinct data and collocation points; got "
+                             f"{int((dist[:, 1] == 0).sum())} repeated")
+        self.g = self._source(source)
+        self.indices = derivatives_read(equation, self.Z[: min(64, len(self.Z))], names)
+        too_high = [i for i in self.indices if len(i) > 2]
+        if too_high:
+            raise ValueError(f"Expected derivatives of order at most 2 (the Matern 7/2 "
+                             f"kernel's); equation {equation.name!r} reads "
+                             f"{[tuple(names[j] for j in i) for i in too_high]}")
+        self.rho = default_radius(4.0, d) if rho is None else float(rho)
+        self.rho_preconditioner = (default_radius(6.0, d) if rho_preconditioner is None
+                                   else float(rho_preconditioner))
+        self.nugget = nugget
+        self.tol, self.max_iterations = tol, max_iterations
+        self.cg_tol, self.cg_max_iterations = cg_tol, cg_max_iterations
+        self.learn_points = learn_points
+        self.preconditioner_tol = preconditioner_tol
+        if isinstance(lengthscale, str) and lengthscale != "learn":
+            raise ValueError(f"Expected lengthscale 'learn', a float or ({d},); got "
+                             f"{lengthscale!r}")
+        self.lengthscale = lengthscale
+        self.result = None
+
+    # -- inputs ------------------------------------------------------------------------
+    @staticmethod
+    def _points(P, what, d):
+        P = as_inputs(P, what=what)[0]
+        if (d is not None and P.shape[1] != d) or P.shape[0] < 1:
+            raise ValueError(f"Expected {what} of shape (n, {d or 'd'}); got {tuple(P.shape)}")
+        if not bool(torch.isfinite(P).all()):
+            raise ValueError(f"Expected finite {what}; got NaN/inf")
+        return P
+
+    def _source(self, source):
+        M = self.Z.shape[0]
+        if source is None:
+            return torch.zeros(M, dtype=torch.float64)
+        if callable(source):
+            with torch.no_grad():
+                g = source({n: self.Z[:, j] for j, n in enumerate(self.names)})
+        else:
+            g = source
+        g = torch.as_tensor(g, dtype=torch.float64).reshape(-1)
+        if g.shape[0] != M:
+            raise ValueError(f"Expected the source at the {M} collocation points; got "
+                             f"shape {tuple(g.shape)}")
+        return g
+
+    # -- the measurements --------------------------------------------------------------
+    def _covariance(self, ell):
+        return lambda PA, WA, PB, WB: matern72_measurement_covariance(
+            PA, WA, PB, WB, self.indices, ell)
+
+    def _base(self, Z):
+        """Base measurements: the value at every point of ``[X; Z]``, then each derivative
+        at every point of ``Z``: ``(points, point_of, weights, rows)`` with ``rows[k]`` the
+        measurement ids of index ``k`` at ``Z``."""
+        n, M, w = self.X.shape[0], Z.shape[0], len(self.indices)
+        points = torch.cat([self.X, Z])
+        point_of = [np.arange(n + M)]
+        W = [np.eye(w)[[0] * (n + M)]]
+        rows = {0: n + np.arange(M)}
+        for k in range(1, w):
+            rows[k] = n + M * k + np.arange(M)
+            point_of.append(n + np.arange(M))
+            W.append(np.eye(w)[[k] * M])
+        return points, np.concatenate(point_of), np.concatenate(W), rows
+
+    def _linearised(self, jet, Z, g):
+        """``(weights (n + M, w), rhs (n + M,))`` of the data and the linearised equation."""
+        n, w = self.X.shape[0], len(self.indices)
+        lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
+                        self.names)
+        W = torch.zeros(n + Z.shape[0], w, dtype=torch.float64)
+        W[:n, 0] = 1
+        for k, idx in enumerate(self.indices):
+            if idx in lin.coefficients:
+                W[n:, k] = lin.coefficients[idx].detach()
+        return W, torch.cat([self.y, g - lin.offset.detach()])
+
+    def _residual(self, jet, Z, g):
+        lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
+                        self.names)
+        return float((lin.h0.detach() - g).pow(2).mean().sqrt())
+
+    # -- the lengthscale ---------------------------------------------------------------
+    def learn_lengthscale(self):
+        r"""The lengthscale (``(d,)``, user units) that maximises the log marginal
+        likelihood of the data and the linearised equation on a maximin subset of
+        ``learn_points`` collocation points (and as many data points in proportion),
+        alternated with Gauss-Newton on that subset (dense)."""
+        X, y = self.X, self.y
+        Zi = maximin_subset(self.Z, self.learn_points)
+        frac = len(Zi) / self.Z.shape[0]
+        Xi = maximin_subset(X, max(1, min(X.shape[0], math.ceil(frac * X.shape[0] * 1.0))))
+        Z, g = self.Z[Zi], self.g[Zi]
+        span = (torch.cat([X, self.Z]).amax(0) - torch.cat([X, self.Z]).amin(0)).clamp_min(1e-12)
+        log_ell = torch.log(0.2 * span)
+        jet = torch.zeros(len(self.indices), Z.shape[0], dtype=torch.float64)
+        sub = _DenseSubset(self, X[Xi], y[Xi], Z, g)
+        for _ in range(4):
+            W, rhs = sub.linearised(jet)
+            log_ell = sub.fit_lengthscale(log_ell, W, rhs, span)
+            for _ in range(10):
+                W, rhs = sub.linearised(jet)
+                new = sub.mean_jet(log_ell.exp(), W, rhs)
+                change = float((new - jet).abs().max() / new.abs().max().clamp_min(1e-300))
+                jet = new
+                if change < 1e-6:
+                    break
+        return log_ell.exp()
+
+    # -- the solve ---------------------------------------------------------------------
+    def solve(self):
+        """Gauss-Newton with the sparse factors: a :class:`SparseSolveResult` (also kept as
+        ``self.result``); the solution is then :meth:`posterior_mean`."""
+        t0 = time.perf_counter()
+        if isinstance(self.lengthscale, str):
+            self.lengthscale = self.learn_lengthscale()
+        ell = torch.as_tensor(self.lengthscale, dtype=torch.float64).expand(len(self.names))
+        self.ell = ell
+        cov = self._covariance(ell)
+        n, M, w = self.X.shape[0], self.Z.shape[0], len(self.indices)
+        points, point_of, Wb, rows = self._base(self.Z)
+        order = maximin_order((points / ell).numpy())
+        t1 = time.perf_counter()
+        diag_b = self._diagonal(points, point_of, Wb, cov)
+        big = SparseInverseCholesky(points, point_of, Wb, cov, nugget=self.nugget * diag_b,
+                                    rho=self.rho, order=order, scale=ell)
+        factor_s = time.perf_counter() - t1
+        jet = np.zeros((w, M))
+        cg_counts, change, converged = [], math.inf, False
+        merit, pre, pre_weights, lam = math.inf, None, None, None
+        for it in range(1, self.max_iterations + 1):
+            Wl, rhs = self._linearised(torch.as_tensor(jet), self.Z, self.g)
+            C = self._operator(Wl.numpy(), rows, n, M, point_of.shape[0])
+            if pre is None or _moved(Wl, pre_weights) > self.preconditioner_tol:
+                t1 = time.perf_counter()
+                diag_l = self._diagonal(points, np.arange(n + M), Wl, cov)
+                pre = SparseInverseCholesky(points, np.arange(n + M), Wl, cov,
+                                            nugget=self.nugget * diag_l,
+                                            rho=self.rho_preconditioner, order=order,
+                                            scale=ell)
+                pre_weights = Wl
+                factor_s += time.perf_counter() - t1
+            A = scipy.sparse.linalg.LinearOperator(
+                (n + M, n + M), matvec=lambda v: C @ big.covariance_matvec(C.T @ v),
+                dtype=np.float64)
+            Mop = scipy.sparse.linalg.LinearOperator((n + M, n + M), matvec=pre.precision_matvec,
+                                                     dtype=np.float64)
+            b = rhs.numpy()
+            # inexact Gauss-Newton: each solve a little more accurate than the last step
+            rtol = max(self.cg_tol, min(1e-3, 1e-2 * change))
+            count = [0]
+            lam, info = scipy.sparse.linalg.cg(
+                A, b, x0=pre.precision_matvec(b) if lam is None else lam, M=Mop, rtol=rtol,
+                maxiter=self.cg_max_iterations,
+                callback=lambda _: count.__setitem__(0, count[0] + 1))
+            cg_counts.append(count[0])
+            if info != 0:
+                warnings.warn(f"conjugate gradients stopped at {count[0]} iterations above "
+                              f"the tolerance {self.cg_tol} (Gauss-Newton step {it})",
+                              ConvergenceWarning, stacklevel=2)
+            z = big.covariance_matvec(C.T @ lam)
+            new = np.stack([z[rows[k]] for k in range(w)])
+            # damped: the largest step in 1, 1/2, ... that does not raise the residual; the
+            # full step near the solution (below 1e-3), where the residual sits on the floor
+            # of the approximation and moves with rounding
+            step, step_size = new - jet, 1.0
+            full = float(np.abs(step[0]).max()) / max(float(np.abs(new[0]).max()), 1e-300)
+            while True:
+                candidate = jet + step_size * step
+                value = self._residual(torch.as_tensor(candidate), self.Z, self.g)
+                if full <= 1e-3 or value <= 1.01 * merit or step_size <= 2 ** -6 \
+                        or not math.isfinite(merit):
+                    break
+                step_size *= 0.5
+            jet, merit = candidate, value
+            self.lam, self.weights = lam, Wl
+            change = step_size * full
+            self.values = np.concatenate([z[:n], jet[0]])
+            if step_size == 1.0 and (change <= self.tol or self._linear()):
+                converged = True
+                break
+        if step_size != 1.0:
+            # the last step was damped: lam belongs to the undamped solution; relinearise
+            converged = False
+        if not converged:
+            warnings.warn(f"Gauss-Newton stopped after {it} steps with a relative change of "
+                          f"{change:.3g} (tol {self.tol})", ConvergenceWarning, stacklevel=2)
+        self.jet = jet
+        self.result = SparseSolveResult(it, converged, change, cg_counts,
+                                        time.perf_counter() - t0, factor_s)
+        return self.result
+
+    def _linear(self):
+        if not hasattr(self, "_is_linear"):
+            from ..physics.linearise import is_linear
+            self._is_linear = is_linear(self.equation, self.Z[:min(32, len(self.Z))], self.names)
+        return self._is_linear
+
+    @staticmethod
+    def _diagonal(points, point_of, W, cov):
+        P = points[torch.as_tensor(point_of)][:, None, :]
+        Wt = torch.as_tensor(W, dtype=torch.float64)[:, None, :]
+        with torch.no_grad():
+            return cov(P, Wt, P, Wt)[:, 0, 0]
+
+    @staticmethod
+    def _operator(Wl, rows, n, M, m):
+        r""":math:`C`: ``(n + M, m)``: the data rows pick the values at ``X``, the equation's
+        rows weigh each base measurement at their point."""
+        r = [np.arange(n)]
+        c = [np.arange(n)]
+        v = [np.ones(n)]
+        for k, ids in rows.items():
+            r.append(n + np.arange(M))
+            c.append(ids)
+            v.append(Wl[n:, k])
+        return scipy.sparse.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))),
+                                       shape=(n + M, m))
+
+    # -- predictions -------------------------------------------------------------------
+    def posterior_mean(self, Xnew, neighbours=25):
+        r"""The solution at ``Xnew`` ``(P, d)`` (``(P,)``), each point conditioned on the
+        solution's values and derivatives at its ``neighbours`` nearest points:
+
+        .. math::
+            u(x) \approx \operatorname{cov}(u(x), \phi_N)\, \Theta_{NN}^{-1} z_N,
+
+        with :math:`z = \Theta C^\top \lambda` the base measurements of the solution (the
+        screening that makes the factors sparse makes far points irrelevant here too; all
+        points: the exact posterior mean of the linearised problem). Solves first if
+        :meth:`solve` has not run."""
+        if self.result is None:
+            self.solve()
+        Xnew = self._points(Xnew, "Xnew", len(self.names))
+        points = torch.cat([self.X, self.Z])
+        n, w = self.X.shape[0], len(self.indices)
+        k = min(int(neighbours), points.shape[0])
+        have = torch.zeros(points.shape[0], w, dtype=torch.bool)
+        have[:, 0] = True
+        have[n:, :] = True
+        z = torch.zeros(points.shape[0], w, dtype=torch.float64)
+        z[:, 0] = torch.as_tensor(self.values)
+        z[n:, 1:] = torch.as_tensor(self.jet[1:]).T
+        _, near = cKDTree(points.numpy()).query(Xnew.numpy(), k=k)
+        near = torch.as_tensor(near.reshape(Xnew.shape[0], k))
+        cov = self._covariance(self.ell)
+        eye = torch.eye(w, dtype=torch.float64)
+        out = []
+        chunk = max(1, ENTRIES_PER_BATCH // (k * w) ** 2)
+        with torch.no_grad():
+            for s in range(0, Xnew.shape[0], chunk):
+                idx = near[s:s + chunk]                                     # (B, k)
+                B = idx.shape[0]
+                Pm = points[idx].repeat_interleave(w, dim=1)                # (B, k w, d)
+                Wm = eye.repeat(k, 1).expand(B, -1, -1)                     # (B, k w, w)
+                mask = have[idx].reshape(B, k * w)
+                T = cov(Pm, Wm, Pm, Wm)
+                T = torch.where(mask[:, :, None] & mask[:, None, :], T, 0.0)
+                T = T + torch.diag_embed(torch.where(mask, T.diagonal(dim1=-2, dim2=-1)
+                                                     * self.nugget, 1.0))
+                kx = cov(Xnew[s:s + chunk, None, :], eye[:1].expand(B, 1, w), Pm, Wm)
+                kx = torch.where(mask[:, None, :], kx, 0.0)
+                zm = torch.where(mask, z[idx].reshape(B, k * w), 0.0)
+                out.append((kx @ torch.linalg.solve(T, zm[..., None]))[:, 0, 0])
+        return torch.cat(out)
+
+    @property
+    def collocation_values(self):
+        """The solution at the collocation points (``(M,)``), from the last step."""
+        if self.result is None:
+            self.solve()
+        return torch.as_tensor(self.jet[0])
+
+
+def _moved(W, ref):
+    """The largest change of a column of weights relative to the column's size."""
+    size = ref.abs().amax(0).clamp_min(1e-300)
+    return float(((W - ref).abs().amax(0) / size).max())
+
+
+class _DenseSubset:
+    """The linearised measurements on a small subset, dense: the lengthscale's marginal
+    likelihood and the Gauss-Newton mean there."""
+
+    def __init__(self, solver, X, y, Z, g):
+        self.s, self.X, self.y, self.Z, self.g = solver, X, y, Z, g
+        self.points = torch.cat([X, Z])
+
+    def linearised(self, jet):
+        n = self.X.shape[0]
+        lin = linearise(self.s.equation, {i: jet[k] for k, i in enumerate(self.s.indices)},
+                        self.Z, self.s.names)
+        W = torch.zeros(n + self.Z.shape[0], len(self.s.indices), dtype=torch.float64)
+        W[:n, 0] = 1
+        for k, idx in enumerate(self.s.indices):
+            if idx in lin.coefficients:
+                W[n:, k] = lin.coefficients[idx].detach()
+        return W, torch.cat([self.y, self.g - lin.offset.detach()])
+
+    def _theta(self, ell, W):
+        T = matern72_measurement_covariance(self.points, W, self.points, W, self.s.indices, ell)
+        return T + torch.diag(T.diagonal() * max(self.s.nugget, 1e-10))
+
+    def fit_lengthscale(self, log_ell, W, rhs, span):
+        r"""Maximise :math:`\log N(\text{rhs} \mid 0, \sigma^2 \Theta(\ell))` over
+        :math:`\ell` with :math:`\sigma^2` at its optimum (profiled):
+        :math:`-\tfrac m2 \log(r^\top \Theta^{-1} r / m) - \tfrac12 \log\det\Theta`,
+        each lengthscale between 1e-3 and 1 times the points' extent ``span`` along its
+        input (points inside a box say nothing of variation on longer scales, and the
+        sparse factor of a kernel much longer than the box is inaccurate)."""
+        m = rhs.shape[0]
+
+        def objective(u):
+            le = torch.tensor(u, dtype=torch.float64, requires_grad=True)
+            T = self._theta(le.exp(), W)
+            L = torch.linalg.cholesky(T)
+            a = torch.cholesky_solve(rhs[:, None], L)[:, 0]
+            nll = 0.5 * m * torch.log(rhs @ a / m) + torch.log(L.diagonal()).sum()
+            nll.backward()
+            return float(nll.detach()), le.grad.numpy().copy()
+
+        res = scipy.optimize.minimize(objective, log_ell.numpy(), jac=True, method="L-BFGS-B",
+                                      bounds=[(math.log(1e-3 * float(v)), math.log(float(v)))
+                                              for v in span],
+                                      options={"maxiter": 100})
+        return torch.as_tensor(res.x)
+
+    def mean_jet(self, ell, W, rhs):
+        with torch.no_grad():
+            T = self._theta(ell, W)
+            a = torch.linalg.solve(T, rhs)
+            w = len(self.s.indices)
+            rows = []
+            for k in range(w):
+                E = torch.zeros(self.Z.shape[0], w, dtype=torch.float64)
+                E[:, k] = 1
+                rows.append(matern72_measurement_covariance(self.Z, E, self.points, W,
+                                                            self.s.indices, ell) @ a)
+            return torch.stack(rows)

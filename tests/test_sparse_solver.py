@@ -1,0 +1,217 @@
+"""The Matern 7/2 kernel's derivative covariances, the sparse inverse Cholesky factor, and
+the sparse-Cholesky PDE solver: against autograd, the Bessel form, the dense matrix and
+manufactured solutions."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.special
+import torch
+
+import pyro_pidkl as pk
+from pyro_pidkl.gp.sparse_cholesky import SparseInverseCholesky
+from pyro_pidkl.kernels.matern import matern72_measurement_covariance
+
+D = torch.float64
+
+
+def _matern(x, y, ell):
+    r = torch.sqrt(7 * (((x - y) / ell) ** 2).sum())
+    return (1 + r + 0.4 * r ** 2 + r ** 3 / 15) * torch.exp(-r)
+
+
+def _autograd_cov(p, q, a, c, ell):
+    x, y = p.clone().requires_grad_(True), q.clone().requires_grad_(True)
+    v = _matern(x, y, ell)
+    for j in a:
+        v = torch.autograd.grad(v, x, create_graph=True)[0][j]
+    for j in c:
+        v = torch.autograd.grad(v, y, create_graph=True)[0][j]
+    return v.detach()
+
+
+def test_matern_derivative_covariances_match_autograd_and_the_bessel_form():
+    g = torch.Generator().manual_seed(0)
+    ell = torch.tensor([0.3, 0.5], dtype=D)
+    P, Q = torch.rand(4, 2, dtype=D, generator=g), torch.rand(3, 2, dtype=D, generator=g)
+    ind = [(), (0,), (1,), (0, 0), (1, 1), (0, 1)]
+    for ia, a in enumerate(ind):
+        for ic, c in enumerate(ind):
+            WA, WB = torch.zeros(4, 6, dtype=D), torch.zeros(3, 6, dtype=D)
+            WA[:, ia], WB[:, ic] = 1, 1
+            got = matern72_measurement_covariance(P, WA, Q, WB, ind, ell, variance=1.7)
+            ref = torch.stack([torch.stack([_autograd_cov(p, q, a, c, ell) for q in Q])
+                               for p in P])
+            assert torch.allclose(got, 1.7 * ref, rtol=1e-11, atol=1e-11 * float(ref.abs().max()))
+    # the value against the general Matern form with a Bessel function, nu = 7/2
+    r = np.linspace(0.01, 3, 50)
+    z = math.sqrt(7) * r
+    bessel = 2 ** (1 - 3.5) / scipy.special.gamma(3.5) * z ** 3.5 * scipy.special.kv(3.5, z)
+    k = pk.Matern72(lengthscale=1.0)(torch.zeros(1, 1, dtype=D), torch.as_tensor(r)[:, None])
+    assert np.allclose(k[0].numpy(), bessel, rtol=1e-12)
+
+
+def test_matern_measurement_covariance_is_a_covariance_at_coincident_points():
+    """Weighted value and second-derivative measurements, several at one point: the Gram
+    matrix is symmetric positive definite and the lengthscale's gradient is finite (the
+    distance's square root is not differentiated at 0)."""
+    g = torch.Generator().manual_seed(1)
+    P = torch.rand(5, 2, dtype=D, generator=g).repeat(2, 1)
+    W = torch.randn(10, 3, dtype=D, generator=g)
+    log_ell = torch.tensor([-1.0, -0.5], dtype=D, requires_grad=True)
+    T = matern72_measurement_covariance(P, W, P, W, [(), (0, 0), (1, 1)], log_ell.exp())
+    assert torch.allclose(T, T.T, atol=1e-12)
+    assert float(torch.linalg.eigvalsh(T.detach()).min()) > -1e-9 * float(T.detach().diagonal().max())
+    T.sum().backward()
+    assert torch.isfinite(log_ell.grad).all()
+    with pytest.raises(ValueError, match="total order at most 4"):
+        matern72_measurement_covariance(P, W[:, :2], P, W[:, :2], [(), (0, 0, 0)], 0.3)
+
+
+def _elliptic_measurements(n):
+    g = torch.linspace(0, 1, n, dtype=D)
+    pts = torch.cartesian_prod(g, g)
+    inner = torch.nonzero(~((pts == 0).any(1) | (pts == 1).any(1))).flatten().numpy()
+    point_of = np.concatenate([np.arange(len(pts)), inner, inner])
+    W = np.zeros((len(point_of), 3))
+    W[:len(pts), 0] = 1
+    W[len(pts):len(pts) + len(inner), 1] = 1
+    W[len(pts) + len(inner):, 2] = 1
+    return pts, point_of, W
+
+
+def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_with_rho():
+    pts, point_of, W = _elliptic_measurements(8)
+    ind = [(), (0, 0), (1, 1)]
+
+    def cov(PA, WA, PB, WB):
+        return matern72_measurement_covariance(PA, WA, PB, WB, ind, 0.3)
+    Pm, Wt = pts[point_of], torch.as_tensor(W)
+    theta = cov(Pm, Wt, Pm, Wt)
+    nugget = 1e-8 * theta.diagonal()
+    theta = (theta + torch.diag(nugget)).numpy()
+    v = np.random.default_rng(0).standard_normal(len(point_of))
+    exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9)
+    assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-7,
+                       atol=1e-7 * np.abs(theta @ v).max())
+    assert np.allclose(exact.precision_matvec(theta @ v), v, rtol=1e-6, atol=1e-6)
+    assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-9)
+    # KL(N(0, Theta) || N(0, (U U^T)^-1)), what the factor minimises, falls with the radius
+    kl = []
+    m = len(point_of)
+    for rho in (2.0, 3.0, 5.0):
+        F = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho)
+        QT = F.precision_matvec(theta)
+        kl.append(0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1]))
+        assert F.nnz < exact.nnz
+    assert kl[2] < kl[1] / 3 < kl[0] / 9 and kl[2] < 1.0
+
+
+def _box(n):
+    g = torch.linspace(0, 1, n, dtype=D)
+    pts = torch.cartesian_prod(g, g)
+    edge = (pts == 0).any(1) | (pts == 1).any(1)
+    return pts[edge], pts[~edge]
+
+
+def _u(X):
+    return torch.sin(math.pi * X[:, 0]) * torch.sinh(X[:, 1]) + X[:, 0] * X[:, 1] ** 2
+
+
+def _lap_u(X):
+    return (-math.pi ** 2 + 1) * torch.sin(math.pi * X[:, 0]) * torch.sinh(X[:, 1]) \
+        + 2 * X[:, 0]
+
+
+def test_a_manufactured_poisson_solution_converges_as_collocation_grows():
+    """-lap u = f with an exact source: the error at points off the grid falls with the
+    grid; a linear equation takes one Gauss-Newton step."""
+    errors = []
+    for n in (9, 17):
+        Xb, Z = _box(n)
+        solver = pk.SparseCholeskySolver(
+            Xb, _u(Xb), pk.Equation(lambda f, x: -f.laplacian("x", "y"), inputs=("x", "y")),
+            Z, source=lambda x: -_lap_u(torch.stack([x["x"], x["y"]], 1)), lengthscale=0.4)
+        res = solver.solve()
+        assert res.converged and res.iterations == 1
+        Xt = torch.rand(300, 2, dtype=D, generator=torch.Generator().manual_seed(0))
+        errors.append(float((solver.posterior_mean(Xt) - _u(Xt)).abs().max()))
+    assert errors[1] < errors[0] / 4 and errors[1] < 5e-3
+
+
+def _dense_gauss_newton(Xb, yb, Z, g, ell, nugget, steps=30):
+    """The same model solved densely: Gauss-Newton on -lap u + u^3 = g."""
+    ind = [(), (0, 0), (1, 1)]
+    P = torch.cat([Xb, Z])
+    n = Xb.shape[0]
+    u = torch.zeros(Z.shape[0], dtype=D)
+    for _ in range(steps):
+        W = torch.zeros(P.shape[0], 3, dtype=D)
+        W[:n, 0] = 1
+        W[n:, 0], W[n:, 1], W[n:, 2] = 3 * u ** 2, -1, -1
+        T = matern72_measurement_covariance(P, W, P, W, ind, ell)
+        T = T + torch.diag(nugget * T.diagonal())
+        lam = torch.linalg.solve(T, torch.cat([yb, g + 2 * u ** 3]))
+        E = torch.zeros(Z.shape[0], 3, dtype=D)
+        E[:, 0] = 1
+        u = matern72_measurement_covariance(Z, E, P, W, ind, ell) @ lam
+    return u
+
+
+def test_a_nonlinear_solve_matches_the_dense_solution_and_is_never_taken_for_linear():
+    Xb, Z = _box(9)
+    g = -_lap_u(Z) + _u(Z) ** 3
+    eq = pk.Equation(lambda f, x: -f.laplacian("x", "y") + f ** 3, inputs=("x", "y"))
+    solver = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.4,
+                                     rho=1e9, rho_preconditioner=1e9, nugget=1e-10, tol=1e-10)
+    res = solver.solve()
+    assert res.converged and res.iterations > 2         # Gauss-Newton iterated: nonlinear
+    dense = _dense_gauss_newton(Xb, _u(Xb), Z, g, 0.4, 1e-10)
+    assert torch.allclose(solver.collocation_values, dense, atol=1e-7)
+    assert float((solver.collocation_values - _u(Z)).abs().max()) < 3e-2   # the grid's error
+    # a prediction at the collocation points is the solution there; it changes nothing
+    before = (solver.collocation_values.clone(), solver.result)
+    assert torch.allclose(solver.posterior_mean(Z), before[0], atol=1e-8)
+    assert torch.equal(solver.collocation_values, before[0]) and solver.result is before[1]
+
+
+def test_sin_nonlinearity_in_one_dimension_with_the_learned_lengthscale():
+    """u'' + sin(u) = g on [0, 2] with u = cos(2x) + x / 2: the default (learned)
+    lengthscale, sparse factors at their default radii."""
+    x = torch.linspace(0, 2, 121, dtype=D)[:, None]
+    Xb, Z = x[[0, -1]], x[1:-1]
+
+    def u(X):
+        return torch.cos(2 * X[:, 0]) + X[:, 0] / 2
+    g = -4 * torch.cos(2 * Z[:, 0]) + torch.sin(u(Z))
+    eq = pk.Equation(lambda f, x: f.d("x", "x") + torch.sin(f), inputs=("x",))
+    solver = pk.SparseCholeskySolver(Xb, u(Xb), eq, Z, source=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = solver.solve()
+    assert res.converged and res.iterations > 1
+    Xt = torch.rand(200, 1, dtype=D, generator=torch.Generator().manual_seed(0)) * 2
+    assert float((solver.posterior_mean(Xt) - u(Xt)).abs().max()) < 1e-5
+    assert 0 < float(solver.ell[0]) <= 2.0
+
+
+def test_the_solver_refuses_what_it_cannot_solve_in_one_line():
+    Xb, Z = _box(5)
+    yb = torch.zeros(len(Xb), dtype=D)
+    with pytest.raises(ValueError, match="learned coefficients.*PhysicsConditionedGP"):
+        pk.SparseCholeskySolver(Xb, yb, pk.Equation(
+            lambda f, x, c: -f.laplacian("x", "y") + c * f, inputs=("x", "y"), c=1.0), Z)
+    with pytest.raises(ValueError, match="order at most 2"):
+        pk.SparseCholeskySolver(Xb, yb, pk.Equation(lambda f, x: f.d("x", "x", "x"),
+                                                    inputs=("x", "y")), Z)
+    eq = pk.Equation(lambda f, x: -f.laplacian("x", "y"), inputs=("x", "y"))
+    with pytest.raises(ValueError, match="distinct data and collocation points"):
+        pk.SparseCholeskySolver(Xb, yb, eq, torch.cat([Z, Xb[:1]]))
+    with pytest.raises(ValueError, match="source at the 9 collocation points"):
+        pk.SparseCholeskySolver(Xb, yb, eq, Z, source=torch.zeros(4))
+    with pytest.raises(ValueError, match="y of shape"):
+        pk.SparseCholeskySolver(Xb, yb[:3], eq, Z)
+    with pytest.raises(ValueError, match="Expected lengthscale 'learn'"):
+        pk.SparseCholeskySolver(Xb, yb, eq, Z, lengthscale="auto")
