@@ -51,14 +51,27 @@ def _float(v):
     return float(v) if hasattr(v, "item") or isinstance(v, (int, float)) else v
 
 
-def solver_fit(seed, M, options=None):
+def solver_fit(seed, M, options=None, method="pcgp"):
     """The problem of ``seed`` solved from its boundary values with ``M`` collocation
-    points (``options``: further arguments of the model): a record."""
+    points (``options``: further arguments of the model) by the conditioned GP, or with
+    ``method="sparse"`` by the sparse-Cholesky solver on the same points: a record."""
     import torch
     import pyro_pidkl as pk
     p = pk.datasets.manufactured_problem(seed)
     data = p.solver_data(collocation=M)
     t0 = time.perf_counter()
+    if method == "sparse":
+        solver = pk.SparseCholeskySolver(data.X_train, data.y_train, p.equation(), M,
+                                         input_names=p.input_names, domain=pk.Box(**p.domain),
+                                         source=p.source)
+        res = solver.solve()
+        mean = solver.posterior_mean(torch.as_tensor(data.X_test))
+        u = torch.as_tensor(data.y_test)
+        return {"rel_l2": float((mean - u).norm() / u.norm()),
+                "fit_s": round(time.perf_counter() - t0, 2), "gn_converged": res.converged,
+                "gn_iterations": res.iterations, "cg_iterations": res.cg_iterations,
+                "lengthscale": solver.ell.tolist(),
+                "boundary_points": int(data.X_train.shape[0])}
     model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(),
                                     input_names=p.input_names, collocation=M,
                                     domain=pk.Box(**p.domain), source=p.source,
@@ -145,7 +158,7 @@ def run_one(job):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             opts = options if method == "pcgp" else None
-            out = (solver_fit(seed, M, opts) if mode == "solver"
+            out = (solver_fit(seed, M, opts, method) if mode == "solver"
                    else extrapolation_fit(seed, method, opts))
         rec.update({k: _float(v) for k, v in out.items()})
         rec["warnings"] = sorted({f"{w.category.__name__}: {str(w.message)[:120]}"
@@ -166,9 +179,11 @@ def jobs_for(seeds, modes, methods, options=None):
     out = []
     for s in seeds:
         if "solver" in modes:
-            out += [(s, "solver", "pcgp", M, commit, options) for M in COLLOCATION]
+            out += [(s, "solver", m, M, commit, options) for M in COLLOCATION
+                    for m in ("pcgp", "sparse") if m in methods]
         if "extrapolation" in modes:
-            out += [(s, "extrapolation", m, None, commit, options) for m in methods]
+            out += [(s, "extrapolation", m, None, commit, options) for m in methods
+                    if m != "sparse"]
     return out
 
 

@@ -47,7 +47,8 @@ from ..checks import as_inputs
 from ..errors import ConvergenceWarning
 from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maximin_order
 from ..kernels.matern import matern72_measurement_covariance
-from ..physics.collocation import maximin_subset
+from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.derivatives import Inputs
 from ..physics.linearise import derivatives_read, linearise
 
 __all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
@@ -85,10 +86,13 @@ class SparseCholeskySolver:
     :param X: ``(n, d)`` data inputs; ``y`` ``(n,)`` values.
     :param equation: a :class:`~pyro_pidkl.physics.Equation` with no learned coefficient,
         reading derivatives of order at most two.
-    :param collocation: ``(M, d)`` collocation points, distinct from each other and from ``X``.
-    :param source: a callable ``g(x)`` (``x`` a dict of ``(M,)`` columns by input name),
+    :param collocation: ``(M, d)`` collocation points, distinct from each other and from
+        ``X``, or a count ``M`` of scrambled Sobol points in ``domain``.
+    :param source: a callable ``g(x)`` (``x[name]`` the ``(M,)`` column of an input, as for
+        :class:`PhysicsConditionedGP`),
         ``(M,)`` values at the collocation points, or ``None`` (zero).
     :param input_names: the ``d`` input names (default: the equation's inputs).
+    :param domain: a :class:`~pyro_pidkl.physics.Box`, for a count of collocation points.
     :param lengthscale: ``"learn"`` (default), a float or ``(d,)`` in user units.
     :param float rho: radius of the covariance's factor (accuracy of the products); default
         :func:`default_radius` of 4 (the radius of Chen, Owhadi & Schaefer in 2-D).
@@ -101,7 +105,7 @@ class SparseCholeskySolver:
     :param int learn_points: collocation points of the subset the lengthscale is learned on.
     """
 
-    def __init__(self, X, y, equation, collocation, source=None, input_names=None,
+    def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
                  lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-10,
                  tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
                  learn_points=600, preconditioner_tol=0.1):
@@ -124,6 +128,11 @@ class SparseCholeskySolver:
         if self.y.shape[0] != self.X.shape[0]:
             raise ValueError(f"Expected y of shape ({self.X.shape[0]},) to match X; got "
                              f"{tuple(torch.as_tensor(y).shape)}")
+        if isinstance(collocation, int) and not isinstance(collocation, bool):
+            if domain is None:
+                raise ValueError(f"Expected collocation points (M, {d}), or a count with a "
+                                 f"domain=Box(...); got the count {collocation} alone")
+            collocation = collocation_points(domain, collocation, input_names=names)
         self.Z = self._points(collocation, "collocation", d)
         allp = torch.cat([self.X, self.Z]).numpy()
         dist, _ = cKDTree(allp).query(allp, k=2)
@@ -167,7 +176,7 @@ class SparseCholeskySolver:
             return torch.zeros(M, dtype=torch.float64)
         if callable(source):
             with torch.no_grad():
-                g = source({n: self.Z[:, j] for j, n in enumerate(self.names)})
+                g = source(Inputs(self.Z, self.names))
         else:
             g = source
         g = torch.as_tensor(g, dtype=torch.float64).reshape(-1)
