@@ -237,7 +237,7 @@ def _fmt(x, spec=".2g"):
 def summary(path):
     recs = latest(records.read_records(path))
     errors = [r for r in recs.values() if "error" in r]
-    ok = {k: r for k, r in recs.items() if "error" not in r}
+    ok = {k: r for k, r in recs.items() if "error" not in r and k[2] != "sparse"}
     problems = sorted({k[0] for k in ok})
     lines = ["| problem | kind | nonlinear terms | solver rel. L2 (M = 100, 400, 1600) | "
              "extrapolation RMSE: pcgp, SKL, DKL | ratio | interp. ratio | 95% cov. | "
@@ -319,8 +319,52 @@ def by_kind(path):
     return "\n".join(lines)
 
 
+def sparse_by_kind(path):
+    """The sparse-Cholesky solver on the solver problems, beside the conditioned GP (when
+    its records are in the same file or the default one): median relative L2 at each M per
+    kind, and on how many problems its error falls with M and it converged."""
+    ok = {k: r for k, r in latest(records.read_records(path)).items() if "error" not in r}
+    dense = ok if any(k[2] == "pcgp" and k[1] == "solver" for k in ok) else {
+        k: r for k, r in latest(records.read_records(DEFAULT_OUT)).items() if "error" not in r}
+    med = records.median
+    kinds = {}
+    for (s, mode, method, M), r in ok.items():
+        if method == "sparse":
+            kinds.setdefault(r["kind"], set()).add(s)
+    lines = ["| kind | problems | sparse rel. L2, M = 100 / 400 / 1600 | dense (conditioned GP) "
+             "| error falls with M | Gauss-Newton converged | seconds (median, M = 1600) |",
+             "|---|---|---|---|---|---|---|"]
+    order = ["ode1", "ode2", "elliptic2", "elliptic3", "parabolic2", "parabolic3",
+             "advection_diffusion", "wave"]
+    total = {"falls": [], "gn": []}
+    for kind in sorted(kinds, key=lambda k: order.index(k) if k in order else 99):
+        probs = sorted(kinds[kind])
+        row = {m: [med([src[(s, "solver", m, M)]["rel_l2"] for s in probs
+                        if (s, "solver", m, M) in src]) for M in COLLOCATION]
+               for m, src in (("sparse", ok), ("pcgp", dense))}
+        falls, gn = [], []
+        for s in probs:
+            errs = [ok.get((s, "solver", "sparse", M)) for M in COLLOCATION]
+            if all(errs):
+                falls.append(errs[0]["rel_l2"] > errs[1]["rel_l2"] > errs[2]["rel_l2"])
+            gn += [r["gn_converged"] for r in errs if r]
+        total["falls"] += falls
+        total["gn"] += gn
+        secs = med([ok[(s, "solver", "sparse", COLLOCATION[-1])]["fit_s"] for s in probs
+                    if (s, "solver", "sparse", COLLOCATION[-1]) in ok])
+        lines.append(f"| {kind} | {len(probs)} | "
+                     + " / ".join(_fmt(e, ".1e") for e in row["sparse"]) + " | "
+                     + " / ".join(_fmt(e, ".1e") for e in row["pcgp"])
+                     + f" | {_share(falls)} | {_share(gn)} | {_fmt(secs, '.1f')} |")
+    errors = [r for r in latest(records.read_records(path)).values()
+              if "error" in r and r["method"] == "sparse"]
+    lines.append(f"\nerror falls with M on {_share(total['falls'])} problems; Gauss-Newton "
+                 f"converged on {_share(total['gn'])} solves; {len(errors)} errors")
+    return "\n".join(lines)
+
+
 def _share(flags):
-    return f"{sum(flags)}/{len(flags)}" if flags else "-"
+    return f"{sum(bool(f) for f in flags)}/{len(flags)}" if flags else "-"
 
 
 def targets(stats, n):
@@ -362,11 +406,16 @@ def main(argv=None):
                         "'learn_residual_noise=True,residual_noise=1e-4' (use a fresh --out)")
     p.add_argument("--summary", action="store_true", help="print the tables and exit")
     p.add_argument("--by-kind", action="store_true", help="print the table by kind and exit")
+    p.add_argument("--sparse", action="store_true",
+                   help="print the sparse solver's table (--methods sparse records) and exit")
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"expected --jobs >= 1; got {args.jobs}")
     if args.by_kind:
         print(by_kind(args.out))
+        return
+    if args.sparse:
+        print(sparse_by_kind(args.out))
         return
     if not args.summary:
         run(args)
