@@ -316,7 +316,8 @@ def _line(r):
                 f"RMSE {r['rmse']:.3g}, alpha {r['alpha']:.4g} (truth 0.05)")
     peer = (f"; peer {r['peer_s']:.2f} s, RMS {r['peer_rms']:.2e}, ratio {r['time_ratio']:.2f}"
             if "peer_s" in r else "")
-    where = f" h={r['h']}" if "h" in r else ""
+    where = (f" h={r['h']}" if "h" in r else "") + (" sparse" if r.get("solver") == "sparse"
+                                                    else "")
     return (f"{r['case']}{where} ({r['points']} points): {r['seconds']:.2f} s, RMS "
             f"{r['rms']:.2e}, rel. L2 {r['rel_l2']:.2e}{peer}")
 
@@ -329,7 +330,8 @@ def summary(path):
         if r["case"] == "data":
             data.append(r)
             continue
-        case = r["case"] + (f" h={r['h']}" if "h" in r else "")
+        case = (r["case"] + (f" h={r['h']}" if "h" in r else "")
+                + (" (sparse)" if r.get("solver") == "sparse" else ""))
         lines.append(f"| {case} | {r['points']} | {r['seconds']:.2f} | {r['rms']:.2e} | "
                      f"{r['rel_l2']:.2e} | {r.get('peer_s', float('nan')):.2f} | "
                      f"{r.get('peer_rms', float('nan')):.2e} | "
