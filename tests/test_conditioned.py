@@ -14,20 +14,9 @@ from pyro_pidkl.kernels.derivatives import DerivativeKernel, partial_matchings, 
 from pyro_pidkl.kernels import deep_kernel, se_ard
 from pyro_pidkl.kernels.features import MLP
 from pyro_pidkl.physics import Equation, Parameter, burgers_1d, linearise
+from autograd_reference import pair_derivative
 
 D = torch.float64
-
-
-def _pair_derivative(kernel, a, b, alpha, beta):
-    """d^alpha_a d^beta_b k(a, b) by nested autograd, one pair."""
-    a = a.clone().requires_grad_(True)
-    b = b.clone().requires_grad_(True)
-    val = kernel(a[None], b[None])[0, 0]
-    for c in alpha:
-        val = torch.autograd.grad(val, a, create_graph=True)[0][c]
-    for c in beta:
-        val = torch.autograd.grad(val, b, create_graph=True)[0][c]
-    return val.detach()
 
 
 def test_combinatorics():
@@ -46,7 +35,7 @@ def test_derivative_kernel_matches_autograd(kind):
     idx = [(), (0,), (1,), (0, 0), (0, 1), (1, 1)]
     dk = DerivativeKernel(kernel, UA, UB, idx, idx)
     for alpha, beta in itertools.product(idx, idx):
-        ref = torch.stack([torch.stack([_pair_derivative(kernel, UA[i], UB[j], alpha, beta)
+        ref = torch.stack([torch.stack([pair_derivative(kernel, UA[i], UB[j], alpha, beta)
                                         for j in range(4)]) for i in range(3)])
         assert torch.allclose(dk(alpha, beta).detach(), ref, atol=1e-10), (alpha, beta)
 
@@ -114,7 +103,7 @@ def test_joint_posterior_matches_textbook_conditioning():
         s = kern.variance
 
     def k(a, b, al=(), be=()):
-        return _pair_derivative(kern, a, b, al, be)
+        return pair_derivative(kern, a, b, al, be)
 
     def Lk(z, b):            # L_z k(z, b)
         return k(z, b, (0,)) + 0.7 * k(z, b)
@@ -333,7 +322,7 @@ def test_fourth_order_operator_covariances_match_autograd():
     dk = DerivativeKernel(kernel, UA, UB, idx, idx)
     cov = OperatorCovariance(kernel, UA, UB)
     for alpha, beta in itertools.product(idx, idx):
-        ref = torch.stack([torch.stack([_pair_derivative(kernel, UA[i], UB[j], alpha, beta)
+        ref = torch.stack([torch.stack([pair_derivative(kernel, UA[i], UB[j], alpha, beta)
                                         for j in range(4)]) for i in range(3)])
         assert torch.allclose(dk(alpha, beta).detach(), ref, rtol=1e-9, atol=1e-9), (alpha, beta)
         with torch.no_grad():
