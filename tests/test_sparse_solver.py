@@ -208,5 +208,9 @@ def test_the_solver_refuses_what_it_cannot_solve_in_one_line():
         pk.SparseCholeskySolver(Xb, yb, eq, Z, source=torch.zeros(4))
     with pytest.raises(ValueError, match="y of shape"):
         pk.SparseCholeskySolver(Xb, yb[:3], eq, Z)
+    with pytest.raises(ValueError, match="finite y"):
+        pk.SparseCholeskySolver(Xb, yb * float("nan"), eq, Z)
+    with pytest.raises(ValueError, match="a count with a domain"):
+        pk.SparseCholeskySolver(Xb, yb, eq, 50)
     with pytest.raises(ValueError, match="Expected lengthscale 'learn'"):
         pk.SparseCholeskySolver(Xb, yb, eq, Z, lengthscale="auto")

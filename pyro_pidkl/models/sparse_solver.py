@@ -101,8 +101,15 @@ class SparseCholeskySolver:
     :param float nugget: added to each measurement's variance, relative to it.
     :param float tol: Gauss-Newton stops when the solution at the points changes by less.
     :param int max_iterations: Gauss-Newton steps at most.
-    :param float cg_tol: relative residual of each CG solve.
+    :param float cg_tol: relative residual of the last CG solves (the first ones stop at
+        1e-2 times the last Gauss-Newton step, at most 1e-3).
+    :param int cg_max_iterations: CG iterations per solve at most (a warning beyond).
     :param int learn_points: collocation points of the subset the lengthscale is learned on.
+    :param float preconditioner_tol: the preconditioner is rebuilt when a column of the
+        linearised operator's weights moves by more than this, relative to its size.
+
+    After :meth:`solve`: ``result`` (a :class:`SparseSolveResult`), ``ell`` the lengthscale
+    used, :attr:`collocation_values`, and :meth:`posterior_mean` anywhere.
     """
 
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
@@ -128,6 +135,8 @@ class SparseCholeskySolver:
         if self.y.shape[0] != self.X.shape[0]:
             raise ValueError(f"Expected y of shape ({self.X.shape[0]},) to match X; got "
                              f"{tuple(torch.as_tensor(y).shape)}")
+        if not bool(torch.isfinite(self.y).all()):
+            raise ValueError("Expected finite y; got NaN/inf")
         if isinstance(collocation, int) and not isinstance(collocation, bool):
             if domain is None:
                 raise ValueError(f"Expected collocation points (M, {d}), or a count with a "
@@ -205,9 +214,11 @@ class SparseCholeskySolver:
             W.append(np.eye(w)[[k] * M])
         return points, np.concatenate(point_of), np.concatenate(W), rows
 
-    def _linearised(self, jet, Z, g):
-        """``(weights (n + M, w), rhs (n + M,))`` of the data and the linearised equation."""
-        n, w = self.X.shape[0], len(self.indices)
+    def _linearised(self, jet, Z, g, y=None):
+        """``(weights (n + M, w), rhs (n + M,))`` of the data ``y`` (default all) and the
+        equation linearised at ``jet`` ``(w, M)`` at ``Z``."""
+        y = self.y if y is None else y
+        n, w = y.shape[0], len(self.indices)
         lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
                         self.names)
         W = torch.zeros(n + Z.shape[0], w, dtype=torch.float64)
@@ -215,7 +226,7 @@ class SparseCholeskySolver:
         for k, idx in enumerate(self.indices):
             if idx in lin.coefficients:
                 W[n:, k] = lin.coefficients[idx].detach()
-        return W, torch.cat([self.y, g - lin.offset.detach()])
+        return W, torch.cat([y, g - lin.offset.detach()])
 
     def _residual(self, jet, Z, g):
         lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
@@ -231,7 +242,7 @@ class SparseCholeskySolver:
         X, y = self.X, self.y
         Zi = maximin_subset(self.Z, self.learn_points)
         frac = len(Zi) / self.Z.shape[0]
-        Xi = maximin_subset(X, max(1, min(X.shape[0], math.ceil(frac * X.shape[0] * 1.0))))
+        Xi = maximin_subset(X, max(1, min(X.shape[0], math.ceil(frac * X.shape[0]))))
         Z, g = self.Z[Zi], self.g[Zi]
         span = (torch.cat([X, self.Z]).amax(0) - torch.cat([X, self.Z]).amin(0)).clamp_min(1e-12)
         log_ell = torch.log(0.2 * span)
@@ -429,15 +440,7 @@ class _DenseSubset:
         self.points = torch.cat([X, Z])
 
     def linearised(self, jet):
-        n = self.X.shape[0]
-        lin = linearise(self.s.equation, {i: jet[k] for k, i in enumerate(self.s.indices)},
-                        self.Z, self.s.names)
-        W = torch.zeros(n + self.Z.shape[0], len(self.s.indices), dtype=torch.float64)
-        W[:n, 0] = 1
-        for k, idx in enumerate(self.s.indices):
-            if idx in lin.coefficients:
-                W[n:, k] = lin.coefficients[idx].detach()
-        return W, torch.cat([self.y, self.g - lin.offset.detach()])
+        return self.s._linearised(jet, self.Z, self.g, self.y)
 
     def _theta(self, ell, W):
         T = matern72_measurement_covariance(self.points, W, self.points, W, self.s.indices, ell)
