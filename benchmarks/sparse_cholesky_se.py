@@ -1,26 +1,10 @@
 r"""Does the sparse-Cholesky factorisation of the best GP PDE solver carry over to this
-library's SE kernel? A measurement of the screening effect, with a complete implementation
-of the factor to measure it with.
+library's SE kernel? A measurement of the screening effect.
 
-The sparse inverse Cholesky factor by Kullback-Leibler minimisation (Schaefer, Katzfuss &
-Owhadi, SIAM J. Sci. Comput. 2021; for derivative measurements Chen, Owhadi & Schaefer,
-Math. Comp. 2025, whose solver ``yifanc96/GP-PDEs-SparseCholesky`` uses a Matern 7/2
-kernel). The measurements :math:`\phi_i = \sum_a W_{ia} \partial^a f(p_{k(i)})` sit at
-points :math:`p`. The points are put in maximin order (each next point the farthest from
-those before it; :math:`\ell_k` its distance to them), and the measurements of a point
-follow it, its value first. Measurement :math:`i` is conditioned on the earlier
-measurements within :math:`\rho \ell_{k(i)}` of its point: the precision becomes
-
-.. math::
-    \Theta^{-1} \approx U U^\top, \qquad
-    U_{s_i, i} = \frac{\Theta_{s_i s_i}^{-1} e_i}{\sqrt{e_i^\top \Theta_{s_i s_i}^{-1} e_i}},
-
-with :math:`s_i` the conditioning set and :math:`i` (the Vecchia approximation, KL-optimal
-for that sparsity), exact when every :math:`s_i` holds all earlier measurements. All
-measurements of one point share one factorisation (a supernode): for :math:`\Theta_{ss} =
-L L^\top` with the point's measurements last, their columns are the last columns of
-:math:`L^{-\top}`. :math:`U` is upper triangular in the ordering; :math:`\Theta x \approx
-U^{-\top} U^{-1} x` is two sparse triangular solves.
+The factor is the library's :class:`pyro_pidkl.gp.sparse_cholesky.SparseInverseCholesky`
+(the KL-optimal sparse inverse Cholesky factor of Schaefer, Katzfuss & Owhadi, with the
+derivative measurements of Chen, Owhadi & Schaefer; the sparse solver uses it with the
+Matern 7/2 kernel), given here the SE covariances of weighted derivative measurements.
 
 The factor is only as good as the kernel's screening: conditioned on nearby points, far
 points must carry little information. Matern kernels screen; the SE kernel, whose
