@@ -49,7 +49,7 @@ from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maxim
 from ..kernels.matern import matern72_measurement_covariance
 from ..physics.collocation import collocation_points, maximin_subset
 from ..physics.derivatives import Inputs
-from ..physics.linearise import derivatives_read, linearise
+from ..physics.linearise import derivatives_read, is_linear, linearise
 
 __all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
 
@@ -215,8 +215,9 @@ class SparseCholeskySolver:
         return points, np.concatenate(point_of), np.concatenate(W), rows
 
     def _linearised(self, jet, Z, g, y=None):
-        """``(weights (n + M, w), rhs (n + M,))`` of the data ``y`` (default all) and the
-        equation linearised at ``jet`` ``(w, M)`` at ``Z``."""
+        """``(weights (n + M, w), rhs (n + M,), residual)`` of the data ``y`` (default all)
+        and the equation linearised at ``jet`` ``(w, M)`` at ``Z``; ``residual`` the RMS of
+        :math:`\psi[f] - g` there (Gauss-Newton's merit)."""
         y = self.y if y is None else y
         n, w = y.shape[0], len(self.indices)
         lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
@@ -226,12 +227,8 @@ class SparseCholeskySolver:
         for k, idx in enumerate(self.indices):
             if idx in lin.coefficients:
                 W[n:, k] = lin.coefficients[idx].detach()
-        return W, torch.cat([y, g - lin.offset.detach()])
-
-    def _residual(self, jet, Z, g):
-        lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
-                        self.names)
-        return float((lin.h0.detach() - g).pow(2).mean().sqrt())
+        return (W, torch.cat([y, g - lin.offset.detach()]),
+                float((lin.h0.detach() - g).pow(2).mean().sqrt()))
 
     # -- the lengthscale ---------------------------------------------------------------
     def learn_lengthscale(self):
@@ -244,7 +241,8 @@ class SparseCholeskySolver:
         frac = len(Zi) / self.Z.shape[0]
         Xi = maximin_subset(X, max(1, min(X.shape[0], math.ceil(frac * X.shape[0]))))
         Z, g = self.Z[Zi], self.g[Zi]
-        span = (torch.cat([X, self.Z]).amax(0) - torch.cat([X, self.Z]).amin(0)).clamp_min(1e-12)
+        every = torch.cat([X, self.Z])
+        span = (every.amax(0) - every.amin(0)).clamp_min(1e-12)
         log_ell = torch.log(0.2 * span)
         jet = torch.zeros(len(self.indices), Z.shape[0], dtype=torch.float64)
         sub = _DenseSubset(self, X[Xi], y[Xi], Z, g)
@@ -281,8 +279,9 @@ class SparseCholeskySolver:
         jet = np.zeros((w, M))
         cg_counts, change, converged = [], math.inf, False
         merit, pre, pre_weights, lam = math.inf, None, None, None
+        state = self._linearised(torch.as_tensor(jet), self.Z, self.g)
         for it in range(1, self.max_iterations + 1):
-            Wl, rhs = self._linearised(torch.as_tensor(jet), self.Z, self.g)
+            Wl, rhs, _ = state
             C = self._operator(Wl.numpy(), rows, n, M, point_of.shape[0])
             if pre is None or _moved(Wl, pre_weights) > self.preconditioner_tol:
                 t1 = time.perf_counter()
@@ -320,21 +319,20 @@ class SparseCholeskySolver:
             full = float(np.abs(step[0]).max()) / max(float(np.abs(new[0]).max()), 1e-300)
             while True:
                 candidate = jet + step_size * step
-                value = self._residual(torch.as_tensor(candidate), self.Z, self.g)
+                # the next step's linearisation, whose residual is the merit
+                state = self._linearised(torch.as_tensor(candidate), self.Z, self.g)
+                value = state[2]
                 if full <= 1e-3 or value <= 1.01 * merit or step_size <= 2 ** -6 \
                         or not math.isfinite(merit):
                     break
                 step_size *= 0.5
             jet, merit = candidate, value
-            self.lam, self.weights = lam, Wl
             change = step_size * full
             self.values = np.concatenate([z[:n], jet[0]])
+            # converged only on a full step: a damped one is not the solution of its system
             if step_size == 1.0 and (change <= self.tol or self._linear()):
                 converged = True
                 break
-        if step_size != 1.0:
-            # the last step was damped: lam belongs to the undamped solution; relinearise
-            converged = False
         if not converged:
             warnings.warn(f"Gauss-Newton stopped after {it} steps with a relative change of "
                           f"{change:.3g} (tol {self.tol})", ConvergenceWarning, stacklevel=2)
@@ -345,7 +343,6 @@ class SparseCholeskySolver:
 
     def _linear(self):
         if not hasattr(self, "_is_linear"):
-            from ..physics.linearise import is_linear
             self._is_linear = is_linear(self.equation, self.Z[:min(32, len(self.Z))], self.names)
         return self._is_linear
 
@@ -440,7 +437,7 @@ class _DenseSubset:
         self.points = torch.cat([X, Z])
 
     def linearised(self, jet):
-        return self.s._linearised(jet, self.Z, self.g, self.y)
+        return self.s._linearised(jet, self.Z, self.g, self.y)[:2]
 
     def _theta(self, ell, W):
         T = matern72_measurement_covariance(self.points, W, self.points, W, self.s.indices, ell)
