@@ -215,7 +215,7 @@ class SparseCholeskySolver:
         return points, np.concatenate(point_of), np.concatenate(W), rows
 
     def _linearised(self, jet, Z, g, y=None):
-        """``(weights (n + M, w), rhs (n + M,), residual)`` of the data ``y`` (default all)
+        r"""``(weights (n + M, w), rhs (n + M,), residual)`` of the data ``y`` (default all)
         and the equation linearised at ``jet`` ``(w, M)`` at ``Z``; ``residual`` the RMS of
         :math:`\psi[f] - g` there (Gauss-Newton's merit)."""
         y = self.y if y is None else y
