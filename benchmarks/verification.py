@@ -287,6 +287,15 @@ def summary(path):
     return "\n".join(lines)
 
 
+#: the kinds of principal part in the tables' order
+KINDS = ("ode1", "ode2", "elliptic2", "elliptic3", "parabolic2", "parabolic3",
+         "advection_diffusion", "wave")
+
+
+def _kind_rank(kind):
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
 def by_kind(path):
     """One row per kind of principal part (the README's table): problems, median solver
     error at each M, median extrapolation RMSE ratio to the better baseline, median 95%
@@ -299,9 +308,7 @@ def by_kind(path):
     lines = ["| kind | problems | solver rel. L2, M = 100 / 400 / 1600 | extrapolation RMSE / "
              "best of SKL, DKL | 95% coverage | coefficient error |",
              "|---|---|---|---|---|---|"]
-    order = ["ode1", "ode2", "elliptic2", "elliptic3", "parabolic2", "parabolic3",
-             "advection_diffusion", "wave"]
-    for kind in sorted(kinds, key=lambda k: order.index(k) if k in order else 99):
+    for kind in sorted(kinds, key=_kind_rank):
         probs = sorted(kinds[kind])
         solver = [med([ok[(s, "solver", "pcgp", M)]["rel_l2"] for s in probs
                        if (s, "solver", "pcgp", M) in ok]) for M in COLLOCATION]
@@ -334,10 +341,8 @@ def sparse_by_kind(path):
     lines = ["| kind | problems | sparse rel. L2, M = 100 / 400 / 1600 | dense (conditioned GP) "
              "| error falls with M | Gauss-Newton converged | seconds (median, M = 1600) |",
              "|---|---|---|---|---|---|---|"]
-    order = ["ode1", "ode2", "elliptic2", "elliptic3", "parabolic2", "parabolic3",
-             "advection_diffusion", "wave"]
     total = {"falls": [], "gn": []}
-    for kind in sorted(kinds, key=lambda k: order.index(k) if k in order else 99):
+    for kind in sorted(kinds, key=_kind_rank):
         probs = sorted(kinds[kind])
         row = {m: [med([src[(s, "solver", m, M)]["rel_l2"] for s in probs
                         if (s, "solver", m, M) in src]) for M in COLLOCATION]
