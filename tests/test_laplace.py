@@ -100,3 +100,66 @@ def test_sigma_points_move_the_gps_parameters_along_their_own_directions():
     model.parameter_uncertainty = False
     _, plug_in = model(X)
     assert bool((var >= plug_in - 1e-15).all()) and bool((var > plug_in).any())
+
+
+def test_a_prior_bounds_a_flat_direction_whatever_the_scale_of_the_hessian():
+    """A coefficient direction the objective does not curve gets the prior's variance
+    (``prior_sd ** 2``) however large the rest of the Hessian is: added before the cut for
+    flat directions, a precision of 1 fell below 1e-7 of a Hessian of 1e10 and the
+    coefficient was dropped (reported free, left out of the predictive variance)."""
+    for big in (1.0, 1e4, 1e10):
+        # theta_1 - theta_2 is curved (a ratio the data pin), theta_1 + theta_2 is flat
+        u = torch.tensor([1.0, -1.0], dtype=D) / math.sqrt(2)
+        H = torch.zeros(3, 3, dtype=D)
+        H[:2, :2] = big * torch.outer(u, u)
+        H[2, 2] = big                                     # a nuisance parameter
+        free = laplace_covariance(H, 2)
+        assert bool(torch.isinf(free[:2, :2].diagonal()).all())
+        cov = laplace_covariance(H, 2, prior_sd=1.0, nuisance_prior_sd=1.0)
+        assert bool(torch.isfinite(cov).all())
+        v = torch.tensor([1.0, 1.0], dtype=D) / math.sqrt(2)
+        assert abs(float(v @ cov[:2, :2] @ v) - 1.0) < 1e-9, big          # the prior's
+        assert abs(float(u @ cov[:2, :2] @ u) * (big + 1) - 1) < 1e-5        # the data's
+
+
+def test_an_unidentified_coefficient_widens_the_prediction():
+    """f' = -a f / (b + f) with b = 100 far above f: only a / b is pinned, and whether the Laplace
+    verdict is "free" flips with the collocation design's seed. Either way the sigma points
+    move the coefficients along the ridge by the weak prior's width, and the predictive
+    variance is at least the plug-in one."""
+    import warnings
+    import numpy as np
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Equation, Parameter
+    from pyro_pidkl.infer.laplace import PRIOR_SD
+    from scipy.integrate import solve_ivp
+    t = torch.linspace(0, 10, 26, dtype=D)
+    truth = solve_ivp(lambda _, f: -f / (100.0 + f), (0, 10), [1.0], t_eval=t.numpy(),
+                      rtol=1e-10, atol=1e-12).y[0]
+    y = torch.tensor(truth + 0.01 * np.random.default_rng(0).standard_normal(26), dtype=D)
+    verdicts = set()
+    for seed in (0, 1, 2):
+        eq = Equation(lambda f, x, a, b: f.d("t") + a * f / (b + f), inputs=("t",),
+                      a=Parameter(0.5), b=Parameter(1.0))
+        model = pk.PhysicsConditionedGP(t[:, None], y, eq, domain=pk.Box(t=(0.0, 10.0)),
+                                        seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pk.fit(model, progress=False)
+            iv = model.coefficient_intervals(0.9)
+            verdicts.add(iv["a"]["identified"])
+            points = model._sigma_points()
+            X = torch.linspace(5, 10, 11, dtype=D)[:, None]
+            _, var = model(X)
+            model.parameter_uncertainty = False
+            _, plug_in = model(X)
+        assert points, seed
+        names, theta, _ = model._laplace_parameters(False)
+        # the largest move of log a + log b over the sigma points: the ridge's, about the
+        # prior's standard deviation (a flat direction), never nothing
+        base = torch.stack([q.detach().reshape(()) for q in theta])
+        moves = [float((torch.stack([v.reshape(()) for v in values[:2]]) - base).sum().abs())
+                 for pair in points for values, _ in pair]
+        assert max(moves) > 0.5 * PRIOR_SD, (seed, max(moves))
+        assert bool((var >= plug_in - 1e-12).all())
+    assert False in verdicts      # the case that dropped the coefficient before

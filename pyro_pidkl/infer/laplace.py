@@ -52,21 +52,22 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
         T = \begin{bmatrix} I & 0 \\ 0 & V_+ \end{bmatrix},
 
     so a coefficient's marginal is :math:`(H_{\theta\theta} - H_{\theta\eta} V_+
-    \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. With ``prior_sd``, each unconstrained
-    coefficient carries a normal prior of that standard deviation about its estimate (its
-    precision added to ``H``), which bounds a coefficient the data leave free; with
-    ``nuisance_prior_sd``, each curved nuisance direction likewise (its precision added to
-    :math:`\Lambda_+`). A direction of zero or negative curvature of :math:`T^\top H T`
-    makes every coefficient (and curved nuisance direction) with a loading above ``1e-3``
-    on it unidentified (``inf``).
+    \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. A direction of :math:`T^\top H T`
+    whose curvature is at most ``flat`` times the largest (or negative: a saddle) carries no
+    information from the objective and is cut from it. With ``prior_sd``, each
+    unconstrained coefficient carries a normal prior of that standard deviation about its
+    estimate, and with ``nuisance_prior_sd`` each curved nuisance direction likewise; their
+    precision is added *after* the cut, so a direction the data leave free gets the prior's
+    width whatever the scale of the objective (added before it, a prior precision of 1 fell
+    below ``flat`` times a Hessian of :math:`10^{10}` and the direction was dropped: a
+    coefficient reported free then left the predictive variance altogether). A cut
+    direction no prior reaches makes every coefficient (and curved nuisance direction) with
+    a loading above ``1e-3`` on it unidentified (``inf``).
 
     :returns: ``(p, p)``; a held nuisance parameter has zero rows (``inf`` on the diagonal
         of one tied to an unidentified direction)."""
     p = H.shape[0]
     size = H.abs().max().clamp(min=1e-300)
-    H = H.clone()
-    if prior_sd is not None:
-        H[range(n_theta), range(n_theta)] += 1.0 / prior_sd ** 2
     lam, V = torch.linalg.eigh(H[n_theta:, n_theta:])
     V = V[:, lam > flat * size]                     # the curved nuisance directions
     k = n_theta + V.shape[1]
@@ -74,14 +75,32 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
     T[range(n_theta), range(n_theta)] = 1.0
     T[n_theta:, n_theta:] = V
     Hk = T.T @ H @ T
+    evals, evecs = torch.linalg.eigh(0.5 * (Hk + Hk.T))
+    # a direction the objective does not curve (relative to its largest curvature; a
+    # saddle's negative curvature included) carries no information from the data: only a
+    # prior's curvature, added after this cut whatever the objective's scale, makes it finite
+    curved = evals > flat * size
+    prior = torch.zeros(k, dtype=H.dtype, device=H.device)
+    if prior_sd is not None:
+        prior[:n_theta] = 1.0 / prior_sd ** 2
     if nuisance_prior_sd is not None:
-        Hk[range(n_theta, k), range(n_theta, k)] += 1.0 / nuisance_prior_sd ** 2
-    evals, evecs = torch.linalg.eigh(Hk)
-    bad = evals <= flat * size
-    Ck = (evecs * torch.where(bad, torch.zeros_like(evals), 1 / evals)) @ evecs.T
+        prior[n_theta:] = 1.0 / nuisance_prior_sd ** 2
+    null = evecs[:, ~curved]                               # (k, r): the flat directions
+    lam0, U0 = torch.linalg.eigh(null.T @ (prior[:, None] * null))
+    loose = null @ U0[:, lam0 <= 1e-9 * float(prior.max().clamp(min=1e-300))]
+    # the precision: the curved part and the prior, inverted on the directions either reaches
+    P = (evecs[:, curved] * evals[curved]) @ evecs[:, curved].T + torch.diag(prior)
+    if loose.shape[1]:
+        Q = torch.linalg.svd(torch.eye(k, dtype=H.dtype, device=H.device)
+                             - loose @ loose.T)[0][:, :k - loose.shape[1]]
+    else:
+        Q = torch.eye(k, dtype=H.dtype, device=H.device)
+    Ck = Q @ torch.linalg.inv(Q.T @ P @ Q) @ Q.T
+    Ck = 0.5 * (Ck + Ck.T)
+    bad_any = loose.shape[1] > 0
     cov = T @ Ck @ T.T
-    if bad.any():
-        loose = (evecs[:, bad].abs() > 1e-3).any(1)     # in the coordinates of T
+    if bad_any:
+        loose = (loose.abs() > 1e-3).any(1)             # in the coordinates of T
         # back to the parameters: the coefficients as they are, each nuisance parameter
         # that loads on a loose curved direction
         rows = torch.cat([loose[:n_theta], (V[:, loose[n_theta:]].abs() > 1e-3).any(1)])
