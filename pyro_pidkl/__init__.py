@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 _SOURCES = {
     "coverage": "diagnostics", "crps": "diagnostics", "nrmse": "diagnostics",
     "relative_l2_error": "diagnostics", "rmse": "diagnostics",
-    "test_log_predictive_density": "diagnostics",
+    "test_log_predictive_density": "diagnostics", "Adequacy": "diagnostics",
+    "ModelMisfitWarning": "diagnostics",
     "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
     "GPPosterior": "gp", "PosteriorDraw": "gp", "cho_solve": "gp", "logdet": "gp",
     "quad_diag": "gp",

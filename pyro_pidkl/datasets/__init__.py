@@ -1,5 +1,6 @@
 """Synthetic data simulated by the library's own solvers (``simulate_*``), real-data loaders
-(Jura, PM2.5, motion capture) and loaders of reference ``.mat`` folds."""
+(Jura, PM2.5, motion capture; the lynx-hare record, held in the library) and loaders of
+reference ``.mat`` folds."""
 
 from .base import Dataset
 from .burgers import cole_hopf, simulate_burgers, solve_burgers
@@ -7,6 +8,7 @@ from .heat2d import simulate_heat_2d, solve_heat_2d
 from .manufactured import (CLASSES, ManufacturedProblem, manufactured_problem,
                            manufactured_suite)
 from .jura import JURA_TASKS, find_jura, jura, load_jura
+from .lynx_hare import LYNX_HARE, REFERENCE_POSTERIOR, lynx_hare
 from .problems import PROBLEMS, Problem, problem
 from .mocap import find_mocap, load_mocap, mocap
 from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
@@ -26,6 +28,9 @@ __all__ = [
     "manufactured_problem",
     "manufactured_suite",
     "JURA_TASKS",
+    "LYNX_HARE",
+    "REFERENCE_POSTERIOR",
+    "lynx_hare",
     "PAPER_FOLD_INPUTS",
     "PM25_INPUTS",
     "PROBLEMS",

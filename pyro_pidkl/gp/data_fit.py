@@ -56,11 +56,26 @@ def _profiled(U, y, log_ell, log_nu):
 
 def fit_data_only(U, y, noise_floor=1e-10, lengthscale=1.0, max_iter=100):
     r"""Fit the SE-ARD GP of the module docstring to ``(U, y)`` (standardised, ``(N, d)``
-    and ``(N,)``), from ``lengthscale`` and a noise ratio of ``1e-2``.
+    and ``(N,)``), from ``lengthscale`` (the same in every input) and a noise ratio of
+    ``1e-2``; given several lengthscales, from each, the best optimum kept. One start can
+    end at "all noise": from a lengthscale of 1, twenty yearly counts of a cycle ten years
+    long ended at a noise ratio of 1e3, whose profiled likelihood does not depend on the
+    data (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy` compares
+    with the best of several starts).
 
-    :returns: a :class:`DataFit`; ``None`` when the data are too few (``N < 3``) or the fit
-        fails.
+    :returns: a :class:`DataFit`; ``None`` when the data are too few (``N < 3``) or every
+        start fails.
     """
+    best = None
+    for ell in ([lengthscale] if isinstance(lengthscale, (int, float)) else lengthscale):
+        found = _fit_from(U, y, noise_floor, float(ell), max_iter)
+        if found is not None and (best is None or found.log_likelihood > best.log_likelihood):
+            best = found
+    return best
+
+
+def _fit_from(U, y, noise_floor, lengthscale, max_iter):
+    """:func:`fit_data_only` from one start."""
     U, y = U.detach(), y.detach()
     N, d = U.shape
     if N < 3:

@@ -223,7 +223,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
         if many and model.Z.shape[0] > subset:
             model.relinearise()              # all collocation points at the learned parameters
         result.best_start = best[1]
-        _mark_fitted(model)
+        _mark_fitted(model, result)
     finally:
         bar.close()
         pyro.clear_param_store()
@@ -289,9 +289,16 @@ def _continue(model, elbo, max_iter, tol, bar, result):
             break
 
 
-def _mark_fitted(model):
-    """Set a model's ``fitted`` flag (a buffer) where it has one."""
+def _mark_fitted(model, result=None):
+    """Set a model's ``fitted`` flag (a buffer) where it has one, and check the adequacy of a
+    model that can (``check_adequacy``: the conditioned GPs warn in one line when the data
+    and the equation disagree), its report kept as ``result.adequacy``."""
     flag = getattr(model, "fitted", None)
     if isinstance(flag, torch.Tensor):
         with torch.no_grad():
             flag.fill_(True)
+    check = getattr(model, "check_adequacy", None)
+    if check is not None:
+        report = check()
+        if result is not None:
+            result.adequacy = report

@@ -21,13 +21,15 @@ __all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
 
 @dataclass
 class FitResult:
-    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``, and
-    ``threads``, the torch threads it ran with."""
+    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``,
+    ``threads``, the torch threads it ran with, and ``adequacy``, a conditioned model's
+    :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``)."""
 
     losses: list = field(default_factory=list)
     seconds: float = 0.0
     num_steps: int = 0
     threads: int = 0
+    adequacy: object = None
 
     @property
     def final_loss(self):
@@ -258,7 +260,7 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
             if callback is not None:
                 callback(step, float(value))
         from .lbfgs import _mark_fitted
-        _mark_fitted(model)
+        _mark_fitted(model, result)
     finally:
         bar.close()
         result.seconds = time.perf_counter() - start

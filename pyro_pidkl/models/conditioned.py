@@ -75,7 +75,7 @@ from ..physics.geometry import Shape
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
-from ..physics.linearise import is_linear, linearise
+from ..physics.linearise import is_linear, linearise, relative_residual
 from .exact_gp import ExactGP
 from .linearised import (ConvergenceWarning, GaussNewtonResult, LinearisedConditioning,
                          with_point_priors)
@@ -87,6 +87,10 @@ __all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
 #: the data-only fit that decides whether the noise is learned uses at most this many data
 #: (a maximin subset): at N = 1000 the whole set cost 2 s of a 11 s fit
 DATA_FIT_POINTS = 400
+
+#: the starts (lengthscales, standardised units) of the data-only GP that the adequacy
+#: check's evidence compares with: the best of them is kept
+REFERENCE_LENGTHSCALES = (1.0, 0.3, 0.1)
 
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
@@ -678,6 +682,43 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             h = linearise(eq, jet, self.Z[start:stop], self.input_names).h0
             parts.append(h.detach() - value(self.Z[start:stop]))
         return float(self._rows(torch.cat(parts)).norm())
+
+    # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
+    def _relative_residuals(self, jet):
+        r"""``{block: r}``: the RMS of :math:`\psi[\mu](Z) - g(Z)` over the RMS size of
+        the terms :math:`J_\alpha \partial^\alpha \mu` (and :math:`g`), for the equation
+        and each condition, from the posterior mean's jet ``jet`` at Z (user units). Not
+        judged: the equation with an unknown (``"gp"``) source, whose residual *is* the
+        source's posterior mean, and a periodic condition, whose rows are differences."""
+        out = {}
+        blocks = self._blocks()[:1 + len(self.conditions)]
+        names = [f"equation {self.equation.name!r}"] + [f"condition {c.name!r}"
+                                                        for c in self.conditions]
+        for (start, stop, eq, value), name, c in zip(blocks, names, [None, *self.conditions]):
+            if (c is not None and c.pair is not None) or (c is None and self.source_kind == "gp"):
+                continue     # a periodic pair's rows are differences; an unknown source is
+                             # the residual itself
+            part = {idx: jet[k, start:stop] for k, idx in enumerate(self.indices)}
+            out[name] = relative_residual(eq, part, self.Z[start:stop], self.input_names,
+                                          value(self.Z[start:stop]))
+        return out
+
+    def _log_evidence_ratio(self):
+        r""":math:`\log p(y \mid v) - \log p(y)`: the fit's data density given the
+        equation (profiled over the kernel's variance) against the best SE-ARD GP of the
+        data alone (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`, several starts), on a
+        maximin subset of at most :data:`DATA_FIT_POINTS` data."""
+        from ..gp.data_fit import fit_data_only
+        with self.data_subset(DATA_FIT_POINTS):
+            if self.X_s.shape[0] < 3:
+                return math.nan
+            conditional = float(self.solve()[0].log_prob_data_given_virtual(profile=True))
+            alone = fit_data_only(self.X_s, (self.y_s - self.prior_mean()).detach(),
+                                  self.noise_floor, lengthscale=REFERENCE_LENGTHSCALES)
+        return math.nan if alone is None else conditional - alone.log_likelihood
+
+    def _noise_is_learned(self):
+        return "noise" in self._pyro_params
 
     def parameter_bounds(self):
         r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay

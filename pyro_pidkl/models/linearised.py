@@ -22,7 +22,8 @@ import torch
 from pyro.nn import PyroParam
 
 from ..checks import warn
-from ..errors import ConvergenceWarning
+from ..diagnostics.adequacy import Adequacy, ModelMisfitWarning
+from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
 from ..infer.laplace import coefficient_intervals, laplace, laplace_covariance, sigma_points
 from ..param_scope import own_parameters
 
@@ -258,6 +259,40 @@ class LinearisedConditioning:
 
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         return coefficient_intervals(self, prob, nuisance)
+
+    # -- adequacy: do the data and the equation agree? -----------------------------------
+    @own_parameters
+    def adequacy(self):
+        r"""How well the fitted model's data and equation agree
+        (:mod:`~pyro_pidkl.diagnostics.adequacy`): the posterior mean's residual at the
+        collocation points relative to the size of the equation's terms, the log evidence
+        for the equation against a GP of the data alone, and (a system that is an explicit
+        ODE) the misfit of the equation's own trajectory. Pure: nothing is written.
+
+        :returns: an :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy`."""
+        with torch.no_grad():
+            joint = self.solve()[0]
+            residual = self._relative_residuals(self._mean_jet(joint))
+            try:
+                evidence = self._log_evidence_ratio()
+            except (NonFiniteError, NotPositiveDefiniteError):
+                evidence = math.nan
+            trajectory = self._trajectory_misfit()
+        return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
+                        trajectory)
+
+    def check_adequacy(self):
+        """:meth:`adequacy`, with a one-line
+        :class:`~pyro_pidkl.diagnostics.adequacy.ModelMisfitWarning` when the data and the
+        equation disagree (:func:`~pyro_pidkl.infer.fit` calls it after every fit)."""
+        report = self.adequacy()
+        if not report.ok:
+            warn(report.message(), ModelMisfitWarning)
+        return report
+
+    def _trajectory_misfit(self):
+        """``{output: misfit}`` of an explicit ODE's own trajectory (systems only)."""
+        return {}
 
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty

@@ -55,6 +55,12 @@ from .system_data import split_by_output
 
 __all__ = ["ConditionedSystemGP"]
 
+#: each output's prior variance stays below this, in its standardised units (the data's
+#: spread is 1): the residual noise is relative to the prior variance of the operator, so a
+#: variance free to grow loosens every equation with it (on twenty years of lynx and hare
+#: counts it reached 7e5, and the posterior mean missed the equation by 20-38% of its terms)
+MAX_VARIANCE = 1e2
+
 
 def _set(module, name, value):
     """Write ``value`` into PyroParam ``name`` of ``module`` (through its constraint)."""
@@ -496,7 +502,10 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         """Lengthscales stay above half the spacing of the points (as
         :meth:`PhysicsConditionedGP.parameter_bounds`)."""
         low = self._log_lengthscale_floor()
-        return {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
+        out = {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
+        for k in self.kernels:
+            out[k.variance_unconstrained] = (None, math.log(MAX_VARIANCE))
+        return out
 
     def _log_lengthscale_floor(self):
         """The log of half the points' spacing in standardised units (the lengthscales'
@@ -674,6 +683,73 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                                              for c in range(len(self.outputs))],
                                self.Z, self.input_names)
         return float(lin.h0.detach().norm())
+
+    # -- adequacy (LinearisedConditioning.adequacy) -------------------------------------------
+    def _relative_residuals(self, jet):
+        r"""``{equation: r}``: each equation's RMS residual at Z over the RMS size of its
+        terms, at the posterior means' jets ``jet`` ``(C, len(indices), M)``
+        (:func:`~pyro_pidkl.physics.linearise.relative_residual`)."""
+        lin = linearise_system(self.system, [{i: jet[c, k] for k, i in enumerate(self.indices)}
+                                             for c in range(len(self.outputs))],
+                               self.Z, self.input_names)
+        out = {}
+        for e in range(self.num_equations):
+            size = torch.zeros_like(lin.h0[e])
+            for (e2, c), coef in lin.coefficients.items():
+                if e2 == e:
+                    for k, idx in enumerate(self.indices):
+                        if idx in coef:
+                            size = size + (coef[idx] * jet[c, k]).detach().pow(2)
+            num, den = lin.h0[e].detach().pow(2).mean().sqrt(), size.mean().sqrt()
+            name = f"equation {e + 1} of system {self.system.name!r}"
+            out[name] = (float(num / den) if float(den) > 0 else
+                         (0.0 if float(num) == 0 else math.inf))
+        return out
+
+    def _log_evidence_ratio(self):
+        r""":math:`\log p(y \mid v) - \sum_c \log p(y_c)`: the fit's data density given
+        the system against the best SE-ARD GP of each observed output's data alone
+        (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`, several starts)."""
+        from .conditioned import REFERENCE_LENGTHSCALES
+        if sum(self.counts) < 3:
+            return math.nan
+        conditional = float(self.solve()[0].log_prob_data_given_virtual())
+        alone = 0.0
+        for c, (U, y) in enumerate(zip(self.X_s, self.y_s)):
+            if not self.counts[c]:
+                continue
+            found = fit_data_only(U, (y - self.mean[c]).detach(), 1e-8,
+                                  lengthscale=REFERENCE_LENGTHSCALES)
+            if found is None:
+                return math.nan
+            alone += found.log_likelihood
+        return conditional - alone
+
+    def _noise_is_learned(self):
+        return bool(self.noise_learned)
+
+    def _trajectory_misfit(self):
+        r"""An explicit ODE's own trajectory, integrated from the posterior means at the
+        first time (the domain's start or the first datum) with the fitted coefficients:
+        ``{output: RMS(y - trajectory) / spread of y}`` per observed output (``{}`` when the
+        system is not an explicit ODE or the integration fails)."""
+        if self.ode is None or not sum(self.counts):
+            return {}
+        t_all = torch.cat([X[:, 0] for X in self.X_by_output])
+        t0 = min(float(self.domain.low[0]), float(t_all.min()))
+        start, _ = self.forward(torch.tensor([[t0]], dtype=self.Z.dtype))
+        grid = np.unique(np.r_[t0, t_all.numpy()])
+        traj = self.ode.integrate(t0, start, grid)
+        if traj is None:
+            return {}
+        out = {}
+        for c, o in enumerate(self.outputs):
+            if self.counts[c]:
+                t, y = self.X_by_output[c][:, 0].numpy(), self.y_by_output[c].numpy()
+                path = traj[0][c][np.searchsorted(grid, t)]
+                out[o] = float(np.sqrt(np.mean((np.asarray(path) - y) ** 2))
+                               / float(self.y_scale[c]))
+        return out
 
     # -- predictions -------------------------------------------------------------------------
     def _check_new_inputs(self, Xnew):

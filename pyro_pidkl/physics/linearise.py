@@ -22,13 +22,15 @@ at the zero function alone misses every term whose second derivative vanishes th
 (:math:`\sin f`, :math:`f^3`, :math:`\tanh f`, :math:`f|f|`, :math:`(1 - f^2) f_t`).
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from .derivatives import Field, Inputs
 
-__all__ = ["JetField", "Linearisation", "derivatives_read", "is_linear", "linearise"]
+__all__ = ["JetField", "Linearisation", "derivatives_read", "is_linear", "linearise",
+           "relative_residual"]
 
 
 class JetField(Field):
@@ -200,3 +202,28 @@ def expansions_agree(ref, got, rtol, loose=()):
         if float((a - b).abs().max()) > tol:
             return False
     return True
+
+
+def relative_residual(equation, jet, points, names, source=None):
+    r"""How far a function misses an equation, relative to the size of the equation's
+    terms: with the equation linearised at the function's jet ``jet`` (``{alpha: (m,)}``)
+    at ``points``,
+
+    .. math::
+        r = \frac{\operatorname{rms}_i\big(\psi[f](z_i) - g(z_i)\big)}
+                 {\operatorname{rms}_i\Big(\big(\textstyle\sum_\alpha
+                  (J_\alpha \partial^\alpha f)(z_i)^2 + g(z_i)^2\big)^{1/2}\Big)},
+
+    ``source`` :math:`g` ``(m,)`` (default 0). ``0`` for a solution; ``1`` or more when the
+    residual is as large as the terms. A float (``nan`` when every term is 0 and so is the
+    residual)."""
+    lin = linearise(equation, jet, points, names)
+    g = torch.zeros_like(lin.h0) if source is None else torch.as_tensor(source).to(lin.h0)
+    terms = [torch.as_tensor(J * jet[idx]).to(lin.h0).expand_as(lin.h0)
+             for idx, J in lin.coefficients.items() if idx in jet]
+    size = sum((t.pow(2) for t in terms), g.pow(2))
+    num = (lin.h0.detach() - g).pow(2).mean().sqrt()
+    den = size.detach().mean().sqrt()
+    if float(den) == 0.0:
+        return 0.0 if float(num) == 0.0 else math.inf
+    return float(num / den)

@@ -1,0 +1,119 @@
+r"""Whether a conditioned fit's data and equation agree: two numbers, and a warning.
+
+A GP conditioned on an equation that the data contradict does not fail: it compromises.
+Either the data are fitted and the equation gives way (the posterior mean is no longer a
+solution), or the equation holds and the data are missed (taken for noise). Each shows in
+one number that does not depend on how the kernel's variance or the noise ended:
+
+* **the equation's residual**, relative to the size of its terms: at the collocation points
+  :math:`z_i`, with the posterior mean :math:`\mu` and the equation linearised there,
+  :math:`\psi[\mu](z) \approx b(z) + \sum_\alpha J_\alpha(z)\,\partial^\alpha\mu(z)`,
+
+  .. math::
+      r = \frac{\big(\tfrac1M \sum_i (\psi[\mu](z_i) - g(z_i))^2\big)^{1/2}}
+               {\big(\tfrac1M \sum_i \big(\sum_\alpha (J_\alpha \partial^\alpha \mu)(z_i)^2
+                     + g(z_i)^2\big)\big)^{1/2}},
+
+  per equation (and per boundary condition). A fit that holds the equation has
+  :math:`r \approx 10^{-3}` or less (the residual noise's default standard deviation is
+  :math:`10^{-3}` of the operator's prior one); :math:`r >` :data:`RESIDUAL_TOL` means the
+  equation was let go;
+
+* **the evidence for the equation**: :math:`\log p(y \mid \text{equation}) - \log
+  p(y \mid \text{no equation})`, the fit's :math:`\log p(y \mid v)` against the best SE-ARD
+  GP of the data alone (both maximised over their parameters, in the same standardised
+  units). The equation restricts the functions the data may come from: where it is right
+  the restriction costs nothing and the difference is positive (an Occam factor); where
+  the data contradict it the difference is large and negative. Below
+  :math:`-\log 100` (:data:`EVIDENCE_TOL`, "decisive" on Jeffreys' scale) the data
+  and the equation disagree. It is judged only where a noise is learned: with exact data
+  (boundary values held at a noise floor of :math:`10^{-10}`) any discretisation error is
+  thousands of nats.
+
+A fit of a system that is an explicit ODE also reports how far the equation's own
+trajectory, integrated from the posterior mean's state at the first time with the fitted
+coefficients, lies from the data (RMS over the observed outputs, in units of each output's
+noise standard deviation): a number to read, not a criterion (over a long window a chaotic
+system's trajectory leaves any data).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Adequacy", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
+
+#: the equation's RMS residual at the collocation points above this fraction of the RMS
+#: size of its terms: the equation gave way to the data
+RESIDUAL_TOL = 0.02
+
+#: the log evidence ratio below minus this: the data contradict the equation (odds of 100
+#: to 1, "decisive" on Jeffreys' scale)
+EVIDENCE_TOL = math.log(100.0)
+
+
+class ModelMisfitWarning(UserWarning):
+    """The data and the equation disagree (:class:`Adequacy`)."""
+
+
+@dataclass
+class Adequacy:
+    r"""How well a conditioned fit's data and equation agree (module docstring).
+
+    :ivar str what: the equation or system, as messages name it.
+    :ivar dict residual: ``{block: r}``: the relative RMS residual of the posterior mean at
+        the collocation points, per equation (and condition).
+    :ivar float log_evidence_ratio: :math:`\log p(y \mid \text{equation}) - \log p(y \mid
+        \text{no equation})` in nats (``nan`` when there are fewer than three data).
+    :ivar bool noise_learned: whether the evidence is judged (a learned noise).
+    :ivar dict trajectory_misfit: ``{output: RMS / noise sd}`` of the equation's own
+        trajectory (an explicit ODE with data; else empty).
+    """
+
+    what: str
+    residual: dict
+    log_evidence_ratio: float
+    noise_learned: bool
+    trajectory_misfit: dict = field(default_factory=dict)
+
+    @property
+    def reasons(self):
+        """The criteria that fail, one sentence each (empty: adequate)."""
+        out = []
+        loose = {k: v for k, v in self.residual.items() if not v <= RESIDUAL_TOL}
+        if loose:
+            worst = max(loose, key=loose.get)
+            out.append(f"the posterior mean misses {worst} by {loose[worst]:.1%} of the size "
+                       f"of its terms (the equation gave way to the data)")
+        if self.noise_learned and self.log_evidence_ratio < -EVIDENCE_TOL:
+            out.append(f"the data are {-self.log_evidence_ratio:.1f} nats less likely with "
+                       f"the equation than without it")
+        return out
+
+    @property
+    def ok(self):
+        """Whether every criterion passes."""
+        return not self.reasons
+
+    def message(self):
+        """The one-line warning (``""`` when adequate)."""
+        if self.ok:
+            return ""
+        return (f"The data and {self.what} disagree: {'; '.join(self.reasons)}. Check the "
+                f"equation, its coefficients' constraints and the data's units (or the fit "
+                f"stopped short: more starts)")
+
+    def as_dict(self):
+        """A JSON-ready dict of the numbers."""
+        return {"residual": dict(self.residual), "log_evidence_ratio": self.log_evidence_ratio,
+                "noise_learned": self.noise_learned,
+                "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}
+
+    def __str__(self):
+        parts = [f"{k} {v:.2e}" for k, v in self.residual.items()]
+        text = (f"Adequacy of {self.what}: residual / terms {', '.join(parts)}; log evidence "
+                f"ratio {self.log_evidence_ratio:.1f} nats"
+                + ("" if self.noise_learned else " (not judged: exact data)"))
+        if self.trajectory_misfit:
+            text += "; trajectory misfit / noise sd " + ", ".join(
+                f"{k} {v:.2f}" for k, v in self.trajectory_misfit.items())
+        return text + ("; adequate" if self.ok else f"; NOT adequate: {'; '.join(self.reasons)}")
