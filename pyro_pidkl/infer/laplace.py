@@ -27,7 +27,7 @@ import torch
 
 from ..checks import warn
 
-__all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance",
+__all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance", "laplace_parts",
            "parameters_at", "sigma_points"]
 
 #: the standard deviation of the weak normal prior on each unconstrained coefficient that
@@ -36,15 +36,23 @@ __all__ = ["PRIOR_SD", "coefficient_intervals", "laplace", "laplace_covariance",
 PRIOR_SD = 1.0
 
 
-def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=None):
+def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=None,
+                       prior_precision=None):
     r"""The Laplace covariance from the Hessian ``H`` of the negative objective over
     :math:`[\theta; \eta]` (coefficients first, ``n_theta`` of them).
 
-    The nuisance block :math:`H_{\eta\eta} = V \Lambda V^\top` is taken direction by
-    direction: a direction whose curvature is at most ``flat`` times the largest of ``H``
-    (a noise ratio that the profiled scale absorbs, a parameter at its floor, a saddle of
-    an unobserved output's lengthscale) is not identified by the objective and is held at
-    its value, not integrated over, so that it cannot blur the coefficients. The
+    Flatness is judged on the *equilibrated* Hessian :math:`D^{-1/2} H D^{-1/2}` (``D`` its
+    diagonal), so that it does not depend on the parameters' units: a direction is flat when
+    its curvature is at most ``flat`` times that of the parameters it mixes (a ridge, a
+    correlation of one) or negative (a saddle), and a parameter whose own curvature is below
+    ``1e-12`` of the largest (a noise at its floor) is flat outright. (Judged against the
+    largest curvature of ``H`` instead, a coefficient curved 4 beside a noise curved 1e8 was
+    cut.) First the nuisance block :math:`H_{\eta\eta} = V \Lambda V^\top` is taken
+    direction by direction: a direction whose curvature is at most ``flat`` times the
+    largest of ``H``, or negative (a noise ratio that the profiled scale absorbs, a
+    parameter at its floor, a saddle of an unobserved output's lengthscale), is not
+    identified by the objective and is held at its value, not integrated over, so that it
+    cannot blur the coefficients. The
     coefficients and the curved nuisance directions :math:`V_+` are then inverted together,
 
     .. math::
@@ -52,51 +60,70 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
         T = \begin{bmatrix} I & 0 \\ 0 & V_+ \end{bmatrix},
 
     so a coefficient's marginal is :math:`(H_{\theta\theta} - H_{\theta\eta} V_+
-    \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. A direction of :math:`T^\top H T`
-    whose curvature is at most ``flat`` times the largest (or negative: a saddle) carries no
-    information from the objective and is cut from it. With ``prior_sd``, each
+    \Lambda_+^{-1} V_+^\top H_{\eta\theta})^{-1}`. A flat direction of :math:`T^\top H
+    T` carries no information from the objective and is cut from it. With ``prior_sd``, each
     unconstrained coefficient carries a normal prior of that standard deviation about its
     estimate, and with ``nuisance_prior_sd`` each curved nuisance direction likewise; their
     precision is added *after* the cut, so a direction the data leave free gets the prior's
-    width whatever the scale of the objective (added before it, a prior precision of 1 fell
-    below ``flat`` times a Hessian of :math:`10^{10}` and the direction was dropped: a
-    coefficient reported free then left the predictive variance altogether). A cut
+    width whatever the objective's curvature elsewhere (added before the cut, a prior
+    precision of 1 fell below ``flat`` times a Hessian of :math:`10^{10}` and the direction
+    was dropped: a coefficient reported free then left the predictive variance). A cut
     direction no prior reaches makes every coefficient (and curved nuisance direction) with
     a loading above ``1e-3`` on it unidentified (``inf``).
+
+    ``prior_precision`` ``(p, p)``, the Hessian of the negative log of the priors the model
+    declares (a coefficient's ``Parameter(prior=...)``, the GP's ``priors``), is part of
+    ``H`` but not of what the data say: the cuts are made on ``H - prior_precision`` and the
+    declared priors' curvature is added after them, as the weak priors' is (a LogNormal
+    prior of width 0.3 has a curvature of 11, below 1e-7 of a Hessian of 1e8).
 
     :returns: ``(p, p)``; a held nuisance parameter has zero rows (``inf`` on the diagonal
         of one tied to an unidentified direction)."""
     p = H.shape[0]
+    P0 = torch.zeros_like(H) if prior_precision is None else 0.5 * (prior_precision
+                                                                      + prior_precision.T)
+    H = H - P0                                      # what the objective says without priors
     size = H.abs().max().clamp(min=1e-300)
+    tiny = TINY * float(size)
+    # stage 1: the curved nuisance directions, and those a declared prior reaches
     lam, V = torch.linalg.eigh(H[n_theta:, n_theta:])
-    V = V[:, lam > flat * size]                     # the curved nuisance directions
+    V = V[:, lam > flat * size]
+    lam0, V0 = torch.linalg.eigh(P0[n_theta:, n_theta:])
+    V0 = V0[:, lam0 > 1e-12 * float(lam0.abs().max().clamp(min=1e-300))]
+    if V0.shape[1]:
+        lam1, V1 = torch.linalg.eigh(V @ V.T + V0 @ V0.T)
+        V = V1[:, lam1 > 0.5]
     k = n_theta + V.shape[1]
     T = torch.zeros(p, k, dtype=H.dtype, device=H.device)
     T[range(n_theta), range(n_theta)] = 1.0
     T[n_theta:, n_theta:] = V
     Hk = T.T @ H @ T
-    evals, evecs = torch.linalg.eigh(0.5 * (Hk + Hk.T))
-    # a direction the objective does not curve (relative to its largest curvature; a
-    # saddle's negative curvature included) carries no information from the data: only a
-    # prior's curvature, added after this cut whatever the objective's scale, makes it finite
-    curved = evals > flat * size
-    prior = torch.zeros(k, dtype=H.dtype, device=H.device)
+    # stage 2, in equilibrated coordinates x' = D^1/2 x (D the diagonal of Hk): a direction
+    # the objective does not curve, relative to the curvatures of the parameters it mixes
+    # (a correlation of one: a ridge), or curves negatively (a saddle), carries no
+    # information from the data; the priors' precision is added after this cut
+    d = _scale(Hk.diagonal(), tiny)
+    S = Hk / d.sqrt()[:, None] / d.sqrt()[None, :]
+    evals, evecs = torch.linalg.eigh(0.5 * (S + S.T))
+    curved = evals > flat
+    weak = torch.zeros(k, dtype=H.dtype, device=H.device)
     if prior_sd is not None:
-        prior[:n_theta] = 1.0 / prior_sd ** 2
+        weak[:n_theta] = 1.0 / prior_sd ** 2
     if nuisance_prior_sd is not None:
-        prior[n_theta:] = 1.0 / nuisance_prior_sd ** 2
+        weak[n_theta:] = 1.0 / nuisance_prior_sd ** 2
+    prior = (torch.diag(weak) + T.T @ P0 @ T) / d.sqrt()[:, None] / d.sqrt()[None, :]
     null = evecs[:, ~curved]                               # (k, r): the flat directions
-    lam0, U0 = torch.linalg.eigh(null.T @ (prior[:, None] * null))
-    loose = null @ U0[:, lam0 <= 1e-9 * float(prior.max().clamp(min=1e-300))]
-    # the precision: the curved part and the prior, inverted on the directions either reaches
-    P = (evecs[:, curved] * evals[curved]) @ evecs[:, curved].T + torch.diag(prior)
+    lam0, U0 = torch.linalg.eigh(null.T @ prior @ null)
+    loose = null @ U0[:, lam0 <= 1e-9 * float(prior.abs().max().clamp(min=1e-300))]
+    # the precision: the curved part and the priors, inverted on the directions either reaches
+    P = (evecs[:, curved] * evals[curved]) @ evecs[:, curved].T + prior
     if loose.shape[1]:
         Q = torch.linalg.svd(torch.eye(k, dtype=H.dtype, device=H.device)
                              - loose @ loose.T)[0][:, :k - loose.shape[1]]
     else:
         Q = torch.eye(k, dtype=H.dtype, device=H.device)
     Ck = Q @ torch.linalg.inv(Q.T @ P @ Q) @ Q.T
-    Ck = 0.5 * (Ck + Ck.T)
+    Ck = 0.5 * (Ck + Ck.T) / d.sqrt()[:, None] / d.sqrt()[None, :]
     bad_any = loose.shape[1] > 0
     cov = T @ Ck @ T.T
     if bad_any:
@@ -110,6 +137,18 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
     return cov
 
 
+#: a parameter whose curvature is below this fraction of the largest is not curved at all (a
+#: noise at its floor: 1e-15 beside 1e3)
+TINY = 1e-12
+
+
+def _scale(diag, tiny):
+    """Each parameter's own curvature for equilibration: ``|H_ii|``, or 1 where it is below
+    ``tiny`` (its row is then cut as flat)."""
+    d = diag.abs()
+    return torch.where(d > tiny, d, torch.ones_like(d))
+
+
 def laplace(model, nuisance=True, prior_sd=None):
     r"""The Hessian of the model's negative objective over :math:`[\theta; \eta]` (only
     :math:`\theta` without ``nuisance``) and its :func:`laplace_covariance` (with
@@ -118,10 +157,19 @@ def laplace(model, nuisance=True, prior_sd=None):
     :returns: ``(names, sizes, H, cov)``: the coefficients' names and sizes, ``H`` and
         ``cov`` ``(p, p)``.
     """
-    names, theta, eta = model._laplace_parameters(nuisance)
-    params = theta + eta
+    names, sizes, H, P0 = laplace_parts(model, nuisance)
+    return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd,
+                                               prior_precision=P0)
+
+
+def _hessian_of(loss_fn, params):
+    """The symmetric Hessian ``(p, p)`` of ``loss_fn()`` over ``params`` by double
+    backward (zeros where it does not depend on them)."""
     with torch.enable_grad():
-        loss = model._laplace_loss()
+        loss = loss_fn()
+        if not (torch.is_tensor(loss) and loss.requires_grad):
+            n = sum(q.numel() for q in params)
+            return torch.zeros(n, n, dtype=params[0].dtype, device=params[0].device)
         grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
         flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
                           for g, p in zip(grads, params)])
@@ -132,17 +180,35 @@ def laplace(model, nuisance=True, prior_sd=None):
             rows.append(torch.cat([(r if r is not None else torch.zeros_like(p)).reshape(-1)
                                    for r, p in zip(row, params)]))
     H = torch.stack(rows).detach()
-    H = 0.5 * (H + H.T)
-    sizes = [t.numel() for t in theta]
-    return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
+    return 0.5 * (H + H.T)
+
+
+def laplace_parts(model, nuisance=True):
+    r"""The Hessian ``H`` of the model's negative objective over :math:`[\theta; \eta]`
+    and the Hessian ``P0`` of its negative log priors (the declared ones, part of ``H``).
+
+    :returns: ``(names, sizes, H, P0)``."""
+    names, theta, eta = model._laplace_parameters(nuisance)
+    params = theta + eta
+    H = _hessian_of(model._laplace_loss, params)
+    log_prior = getattr(model, "log_prior", None)
+    P0 = (_hessian_of(lambda: -log_prior(), params) if log_prior is not None
+          else torch.zeros_like(H))
+    return names, [t.numel() for t in theta], H, P0
+
+
+def _parts(model, nuisance):
+    """:func:`laplace_parts` through the model's own (cached) ``laplace_parts`` where it has
+    one."""
+    own = getattr(type(model), "laplace_parts", None)
+    return model.laplace_parts(nuisance) if own is not None else laplace_parts(model, nuisance)
 
 
 def _hessian(model, nuisance, prior_sd):
-    """:func:`laplace` through the model's own (cached) ``laplace`` where it has one."""
-    own = getattr(type(model), "laplace", None)
-    if own is not None:
-        return model.laplace(nuisance, prior_sd=prior_sd)
-    return laplace(model, nuisance, prior_sd=prior_sd)
+    """``(names, sizes, H, cov, P0)``: the parts and the covariance with ``prior_sd``."""
+    names, sizes, H, P0 = _parts(model, nuisance)
+    return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd,
+                                               prior_precision=P0), P0
 
 
 def _tolist(t, size):
@@ -160,10 +226,11 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
         delta method's standard deviation of the value, all in the coefficient's own units;
         ``identified`` whether the data alone give the coefficient a finite interval.
     """
-    names, sizes, H, cov = _hessian(model, nuisance, prior_sd)
+    names, sizes, H, cov, P0 = _hessian(model, nuisance, prior_sd)
     if not names:
         return {}
-    plain = cov if prior_sd is None else laplace_covariance(H, sum(sizes))   # no prior
+    # identified: whether the data alone (no prior of any kind) give a finite interval
+    plain = laplace_covariance(H - P0, sum(sizes))
     free = ~torch.isfinite(plain.diagonal()[:sum(sizes)])
     _, theta, _ = model._laplace_parameters(False)
     sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
@@ -234,13 +301,14 @@ def sigma_points(model):
     if not names:
         return []
     params, p = theta + eta, sum(t.numel() for t in theta)
-    _, _, H, cov = _hessian(model, True, PRIOR_SD)
+    _, _, H, cov, P0 = _hessian(model, True, PRIOR_SD)
     if not bool(torch.isfinite(cov[:p, :p]).all()):
         warn("A learned coefficient is not identified by the data and the equation, even "
              "under the weak prior: the predictive variance leaves its uncertainty out",
              ConvergenceWarning)
         return []
-    cov = laplace_covariance(H, p, prior_sd=PRIOR_SD, nuisance_prior_sd=PRIOR_SD)
+    cov = laplace_covariance(H, p, prior_sd=PRIOR_SD, nuisance_prior_sd=PRIOR_SD,
+                             prior_precision=P0)
     finite = torch.isfinite(cov).all(1)
     cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
     lam, V = torch.linalg.eigh(0.5 * (cov + cov.T))

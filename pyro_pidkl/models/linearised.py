@@ -24,7 +24,8 @@ from pyro.nn import PyroParam
 from ..checks import warn
 from ..diagnostics.adequacy import Adequacy, ModelMisfitWarning
 from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
-from ..infer.laplace import coefficient_intervals, laplace, laplace_covariance, sigma_points
+from ..infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
+                             sigma_points)
 from ..param_scope import own_parameters
 
 __all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning",
@@ -242,13 +243,21 @@ class LinearisedConditioning:
         (:func:`~pyro_pidkl.infer.laplace.laplace`; its Hessian kept with the state).
 
         :returns: ``(names, sizes, H, cov)``."""
+        names, sizes, H, P0 = self.laplace_parts(nuisance)
+        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd,
+                                                   prior_precision=P0)
+
+    @own_parameters
+    def laplace_parts(self, nuisance=True):
+        """The Hessians of the negative objective and of the declared priors
+        (:func:`~pyro_pidkl.infer.laplace.laplace_parts`), kept with the state.
+
+        :returns: ``(names, sizes, H, P0)``."""
         key = (self._state_key(), nuisance)
         cached = getattr(self, "_laplace_cache", None)
         if cached is None or cached[0] != key:
-            names, sizes, H, _ = laplace(self, nuisance)
-            self._laplace_cache = (key, (names, sizes, H))
-        names, sizes, H = self._laplace_cache[1]
-        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd)
+            self._laplace_cache = (key, laplace_parts(self, nuisance))
+        return self._laplace_cache[1]
 
     @own_parameters
     def coefficient_intervals(self, prob=0.9, nuisance=True):
