@@ -138,3 +138,29 @@ def equation_input_names(X, input_names, equation):
         raise ValueError(f"Expected input_names for the {ncol} columns of X (the equation "
                          f"uses {inputs}; the column order cannot be guessed)")
     return None
+
+
+def without_repeats(X, y, what="the data"):
+    """``(X, y)`` with every row that repeats an earlier one exactly (the same inputs and the
+    same value: one measurement given twice) kept once, with a one-line warning. A repeat
+    is not a new measurement: kept, twice the same value tells a GP the noise is zero there
+    (the README's oscillator with every row given twice ended at omega 2.34 and zeta 0.0025,
+    its noise held at the floor). Replicates (the same inputs, another value) stay: they
+    are what tells noise from signal."""
+    if X.shape[0] < 2:
+        return X, y
+    rows = torch.cat([X, y[:, None]], 1)
+    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    if unique.shape[0] == rows.shape[0]:
+        return X, y
+    first = torch.full((unique.shape[0],), rows.shape[0], dtype=torch.long)
+    first = first.scatter_reduce(0, inverse, torch.arange(rows.shape[0]), reduce="amin")
+    keep = first.sort().values
+    warn(f"{rows.shape[0] - keep.numel()} of the {rows.shape[0]} rows of {what} repeat an "
+         f"earlier row exactly (the same inputs and value): each is kept once")
+    return X[keep], y[keep]
+
+
+def distinct_inputs(X):
+    """The number of distinct rows of ``X``."""
+    return int(torch.unique(X, dim=0).shape[0]) if X.shape[0] else 0

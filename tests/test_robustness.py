@@ -299,3 +299,58 @@ def test_input_names_come_from_a_table_in_column_order():
     frame = pd.DataFrame({"t": XT[:, 1], "x": XT[:, 0]})
     model = pk.PIDKL(frame, YT, physics.heat_1d(), m=3)
     assert model.input_names == ("t", "x")
+
+
+def _oscillator_eq():
+    from torch.distributions import constraints
+    return physics.Equation(lambda f, x, omega, zeta: (f.d("t", "t") + 2 * zeta * omega
+                                                      * f.d("t") + omega ** 2 * f),
+                            inputs=("t",), omega=physics.Parameter(1.0),
+                            zeta=physics.Parameter(0.5, constraints.unit_interval))
+
+
+def test_repeated_rows_give_the_single_copy_fit_and_replicates_the_right_one():
+    """The README's oscillator with every row given twice (or three times) is the same data:
+    kept once, with a warning, the fit is the single copy's (before: omega 2.34, zeta 0.0025,
+    the noise held at its floor). Replicates (each input measured again, another value) are
+    more data: the coefficients stay within 10% of the truth (2, 0.15), inside their 95%
+    intervals."""
+    import warnings
+    data = pk.datasets.problem("oscillator").sample("extrapolation", seed=0)
+    X, y = torch.as_tensor(data.X_train), torch.as_tensor(data.y_train)
+    fits = {}
+    for copies in (1, 2, 3):
+        model = pk.PhysicsConditionedGP(X.repeat(copies, 1), y.repeat(copies), _oscillator_eq(),
+                                        domain=pk.Box(t=(0.0, 6.0)))
+        assert model.X.shape[0] == X.shape[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pk.fit(model, progress=False)
+        fits[copies] = model.equation_parameters()
+    for copies in (2, 3):
+        assert fits[copies] == fits[1]
+    with pytest.warns(UserWarning, match="repeat an earlier row exactly"):
+        pk.PhysicsConditionedGP(X.repeat(2, 1), y.repeat(2), _oscillator_eq())
+    g = torch.Generator().manual_seed(1)
+    again = y + 0.05 * torch.randn(y.shape, generator=g, dtype=y.dtype)   # a second reading
+    model = pk.PhysicsConditionedGP(torch.cat([X, X]), torch.cat([y, again]), _oscillator_eq(),
+                                    domain=pk.Box(t=(0.0, 6.0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pk.fit(model, progress=False)
+    est = model.equation_parameters()
+    assert abs(est["omega"] - 2.0) < 0.1 and abs(est["zeta"] - 0.15) < 0.015, est
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        iv = model.coefficient_intervals(0.95)
+    assert all(iv[k]["lower"] <= v <= iv[k]["upper"] for k, v in (("omega", 2.0),
+                                                                   ("zeta", 0.15))), iv
+
+
+def test_all_data_at_one_input_warn():
+    """Twenty readings at one time cannot tell the coefficients: said in one line."""
+    X = torch.full((20, 1), 0.5, dtype=torch.float64)
+    y = 1.0 + 0.01 * torch.randn(20, generator=torch.Generator().manual_seed(0),
+                                 dtype=torch.float64)
+    with pytest.warns(UserWarning, match="at one input"):
+        pk.PhysicsConditionedGP(X, y, _oscillator_eq(), domain=pk.Box(t=(0.0, 6.0)))

@@ -17,7 +17,7 @@ from pyro.contrib.gp.kernels import Kernel
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
-from ..checks import as_inputs, as_targets, equation_input_names, warn
+from ..checks import as_inputs, as_targets, equation_input_names, warn, without_repeats
 from ..gp.standardise import Standardizer
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
@@ -69,6 +69,7 @@ class GPModel(PyroModule):
             input_names = equation_input_names(X, input_names, physics.equation)
         X, self.input_names = as_inputs(X, input_names, dtype)
         y = as_targets(y, X.shape[0], dtype)
+        X, y = without_repeats(X, y, f"{type(self).__name__}'s data")
         self._check_data(y)
         if not noise_floor >= 0:
             raise ValueError(f"Expected noise_floor >= 0; got {noise_floor}")

@@ -57,7 +57,7 @@ from pyro.contrib.gp.kernels import RBF
 from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import equation_input_names, positive_int
+from ..checks import distinct_inputs, equation_input_names, positive_int, warn
 from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..gp.joint import JointGaussian
 from ..gp.posterior import jittered_cholesky
@@ -242,6 +242,10 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             self.source_kernel.variance = PyroParam(
                 torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
         learned = self._learned()
+        if learned and self.X.shape[0] > 1 and distinct_inputs(self.X) == 1:
+            warn(f"Every datum of {self._what()} is at one input ({self.X[0].tolist()}): the "
+                 f"data pin the function's value there, not the coefficients "
+                 f"{', '.join(learned)} (measure where the dynamics act)")
         if objective == "auto":
             # the joint density only where the virtual observations carry a known source:
             # with learned coefficients it rewards shrinking the operator, and with no

@@ -7,7 +7,7 @@ in the order of the system's outputs and ``NaN`` where an output was not measure
 
 import torch
 
-from ..checks import _to_tensor, as_inputs, as_targets
+from ..checks import _to_tensor, as_inputs, as_targets, without_repeats
 
 __all__ = ["split_by_output"]
 
@@ -56,5 +56,6 @@ def split_by_output(data, outputs, input_names, dtype=torch.float64):
         raise TypeError(f"Expected data as {{output: (X, y)}} or (X, Y); got "
                         f"{type(data).__name__}")
     d = len(names)
+    parts = {o: without_repeats(X, y, f"output {o!r}") for o, (X, y) in parts.items()}
     empty = (torch.zeros(0, d, dtype=dtype), torch.zeros(0, dtype=dtype))
     return [parts.get(o, empty) for o in outputs], tuple(names)
