@@ -140,3 +140,23 @@ def test_lynx_hare_fit_keeps_the_equation():
     rates = model.equation_parameters()
     for name, (_, low, high) in pk.datasets.REFERENCE_POSTERIOR.items():
         assert low <= rates[name] <= high, (name, rates[name])
+
+
+def test_the_datatree_carries_the_equation_check():
+    """to_datatree of a conditioned fit holds the posterior mean's residual and the terms'
+    size at the collocation points (what the adequacy summarises: their RMS ratio) and the
+    adequacy numbers as attributes."""
+    import json
+    X, y = _logistic_data(n=20)
+    eq = Equation(lambda f, x, r, K: f.d("t") - r * f * (1 - f / K), inputs=("t",),
+                  r=Parameter(0.5), K=Parameter(1.0))
+    model, result, _ = _fit(X, y, eq)
+    tree = pk.diagnostics.to_datatree(model, torch.linspace(10, 12, 5, dtype=D)[:, None],
+                                      num_samples=10)
+    group = tree["equation_data"]
+    r, size = group["residual_0"].values, group["terms_0"].values
+    assert r.shape == size.shape == (model.Z.shape[0],)
+    assert group["points_0_t"].values.shape == r.shape
+    name, value = next(iter(result.adequacy.residual.items()))
+    assert abs(np.sqrt((r ** 2).mean() / (size ** 2).mean()) - value) < 1e-12
+    assert json.loads(tree.attrs["adequacy"])["residual"][name] == pytest.approx(value)

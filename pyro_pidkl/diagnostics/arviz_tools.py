@@ -174,6 +174,13 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     and, when ``y_test`` is given, ``y`` at the test inputs. The ``test`` dim carries one
     coordinate per input name (e.g. ``test_t``), the ``train`` dim ``train_t``, ....
     A system's are per output (:func:`predictive_groups`), with an ``output`` dim.
+
+    A conditioned GP adds the check of its equation: ``equation_data`` holds, for each
+    equation (and condition) ``k``, the posterior mean's residual ``residual_k``, the size
+    of the equation's terms ``terms_k`` and the points' inputs ``points_k_<input>`` at its
+    collocation points (dim ``collocation_k``), and the tree's ``attrs["adequacy"]`` the
+    numbers of :meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy` (a
+    JSON string; ``attrs["equations"]`` names the blocks in order).
     """
     from arviz_base import from_dict
 
@@ -186,7 +193,23 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
         data["posterior"][name] = values[None]
         if values.ndim > 1:
             dims[name] = [f"{name}_dim"]
-    return with_input_coords(from_dict(data, dims=dims), model, X_test)
+    attrs, coords = {}, {}
+    if hasattr(model, "equation_residuals"):
+        import json
+        blocks = model.equation_residuals()
+        data["equation_data"] = {}
+        for k, (points, residual, size) in enumerate(blocks.values()):
+            group = {f"residual_{k}": residual, f"terms_{k}": size}
+            group.update({f"points_{k}_{n}": points[:, j]
+                          for j, n in enumerate(model.input_names)})
+            for name, values in group.items():
+                data["equation_data"][name] = _numpy(values)
+                dims[name] = [f"collocation_{k}"]
+        attrs = {"adequacy": json.dumps(model.adequacy().as_dict()),
+                 "equations": json.dumps(list(blocks))}
+    tree = with_input_coords(from_dict(data, dims=dims), model, X_test)
+    tree.attrs.update(attrs)
+    return tree
 
 
 def loo(tree, var_name=None):

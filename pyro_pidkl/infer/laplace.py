@@ -89,7 +89,8 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
     lam, V = torch.linalg.eigh(H[n_theta:, n_theta:])
     V = V[:, lam > flat * size]
     lam0, V0 = torch.linalg.eigh(P0[n_theta:, n_theta:])
-    V0 = V0[:, lam0 > 1e-12 * float(lam0.abs().max().clamp(min=1e-300))]
+    if lam0.numel():
+        V0 = V0[:, lam0 > 1e-12 * float(lam0.abs().max().clamp(min=1e-300))]
     if V0.shape[1]:
         lam1, V1 = torch.linalg.eigh(V @ V.T + V0 @ V0.T)
         V = V1[:, lam1 > 0.5]
@@ -289,6 +290,12 @@ def parameters_at(params, values):
             q.data = v
 
 
+def _has_priors(model):
+    """Whether every learned coefficient of ``model`` carries a prior in its objective (the
+    conditioned GPs: declared, or their weak default)."""
+    return hasattr(model, "log_prior") and hasattr(model, "_coefficients")
+
+
 def sigma_points(model):
     r"""The model's Gauss-Newton solutions at the sigma points (module docstring):
     ``[((values+, joint+), (values-, joint-)), ...]``, ``values`` the unconstrained
@@ -301,14 +308,16 @@ def sigma_points(model):
     if not names:
         return []
     params, p = theta + eta, sum(t.numel() for t in theta)
-    _, _, H, cov, P0 = _hessian(model, True, PRIOR_SD)
+    _, _, H, cov, P0 = _hessian(model, True, None if _has_priors(model) else PRIOR_SD)
     if not bool(torch.isfinite(cov[:p, :p]).all()):
         warn("A learned coefficient is not identified by the data and the equation, even "
              "under the weak prior: the predictive variance leaves its uncertainty out",
              ConvergenceWarning)
         return []
-    cov = laplace_covariance(H, p, prior_sd=PRIOR_SD, nuisance_prior_sd=PRIOR_SD,
-                             prior_precision=P0)
+    # the coefficients' own priors (declared, or the models' weak default) are in P0; a
+    # model without them gets the weak prior here
+    cov = laplace_covariance(H, p, prior_sd=None if _has_priors(model) else PRIOR_SD,
+                             nuisance_prior_sd=PRIOR_SD, prior_precision=P0)
     finite = torch.isfinite(cov).all(1)
     cov = torch.where(finite[:, None] & finite[None, :], cov, torch.zeros_like(cov))
     lam, V = torch.linalg.eigh(0.5 * (cov + cov.T))

@@ -75,7 +75,7 @@ from ..physics.geometry import Shape
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
-from ..physics.linearise import is_linear, linearise, relative_residual
+from ..physics.linearise import is_linear, linearise, residual_parts
 from .exact_gp import ExactGP
 from .linearised import (ConvergenceWarning, GaussNewtonResult, LinearisedConditioning,
                          with_point_priors)
@@ -688,12 +688,13 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         return float(self._rows(torch.cat(parts)).norm())
 
     # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
-    def _relative_residuals(self, jet):
-        r"""``{block: r}``: the RMS of :math:`\psi[\mu](Z) - g(Z)` over the RMS size of
-        the terms :math:`J_\alpha \partial^\alpha \mu` (and :math:`g`), for the equation
-        and each condition, from the posterior mean's jet ``jet`` at Z (user units). Not
-        judged: the equation with an unknown (``"gp"``) source, whose residual *is* the
-        source's posterior mean, and a periodic condition, whose rows are differences."""
+    def _residual_parts(self, jet):
+        r"""``{block: (points, residual, size)}``: :math:`\psi[\mu](Z) - g(Z)` and the size
+        of the terms :math:`J_\alpha \partial^\alpha \mu` (and :math:`g`) at each point,
+        for the equation and each condition, from the posterior mean's jet ``jet`` at Z (user
+        units; :func:`~pyro_pidkl.physics.linearise.residual_parts`). Not judged: the
+        equation with an unknown (``"gp"``) source, whose residual *is* the source's
+        posterior mean, and a periodic condition, whose rows are differences."""
         out = {}
         blocks = self._blocks()[:1 + len(self.conditions)]
         names = [f"equation {self.equation.name!r}"] + [f"condition {c.name!r}"
@@ -703,8 +704,8 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                 continue     # a periodic pair's rows are differences; an unknown source is
                              # the residual itself
             part = {idx: jet[k, start:stop] for k, idx in enumerate(self.indices)}
-            out[name] = relative_residual(eq, part, self.Z[start:stop], self.input_names,
-                                          value(self.Z[start:stop]))
+            Zb = self.Z[start:stop]
+            out[name] = (Zb, *residual_parts(eq, part, Zb, self.input_names, value(Zb)))
         return out
 
     def _log_evidence_ratio(self):

@@ -685,10 +685,10 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         return float(lin.h0.detach().norm())
 
     # -- adequacy (LinearisedConditioning.adequacy) -------------------------------------------
-    def _relative_residuals(self, jet):
-        r"""``{equation: r}``: each equation's RMS residual at Z over the RMS size of its
-        terms, at the posterior means' jets ``jet`` ``(C, len(indices), M)``
-        (:func:`~pyro_pidkl.physics.linearise.relative_residual`)."""
+    def _residual_parts(self, jet):
+        r"""``{equation: (Z, residual, size)}``: each equation's residual at Z and the size
+        of its terms, at the posterior means' jets ``jet`` ``(C, len(indices), M)`` (as
+        :func:`~pyro_pidkl.physics.linearise.residual_parts`)."""
         lin = linearise_system(self.system, [{i: jet[c, k] for k, i in enumerate(self.indices)}
                                              for c in range(len(self.outputs))],
                                self.Z, self.input_names)
@@ -700,10 +700,8 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                     for k, idx in enumerate(self.indices):
                         if idx in coef:
                             size = size + (coef[idx] * jet[c, k]).detach().pow(2)
-            num, den = lin.h0[e].detach().pow(2).mean().sqrt(), size.mean().sqrt()
             name = f"equation {e + 1} of system {self.system.name!r}"
-            out[name] = (float(num / den) if float(den) > 0 else
-                         (0.0 if float(num) == 0 else math.inf))
+            out[name] = (self.Z, lin.h0[e].detach(), size.sqrt())
         return out
 
     def _log_evidence_ratio(self):

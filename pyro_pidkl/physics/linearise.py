@@ -30,7 +30,7 @@ import torch
 from .derivatives import Field, Inputs
 
 __all__ = ["JetField", "Linearisation", "derivatives_read", "is_linear", "linearise",
-           "relative_residual"]
+           "relative", "relative_residual", "residual_parts"]
 
 
 class JetField(Field):
@@ -204,6 +204,30 @@ def expansions_agree(ref, got, rtol, loose=()):
     return True
 
 
+def residual_parts(equation, jet, points, names, source=None):
+    r"""The residual :math:`\psi[f](z_i) - g(z_i)` of a function with jet ``jet``
+    (``{alpha: (m,)}``) at ``points`` and the size of the equation's terms there,
+    :math:`\big(\sum_\alpha (J_\alpha \partial^\alpha f)(z_i)^2 + g(z_i)^2\big)^{1/2}`
+    (the equation linearised at the jet; ``source`` :math:`g` ``(m,)``, default 0):
+    ``(residual (m,), size (m,))``, detached."""
+    lin = linearise(equation, jet, points, names)
+    h0 = lin.h0.detach()
+    g = torch.zeros_like(h0) if source is None else torch.as_tensor(source).to(h0)
+    size2 = g.pow(2)
+    for idx, J in lin.coefficients.items():
+        if idx in jet:
+            size2 = size2 + (torch.as_tensor(J).detach() * jet[idx]).to(h0).expand_as(h0).pow(2)
+    return h0 - g, size2.sqrt()
+
+
+def relative(residual, size):
+    """``rms(residual) / rms(size)`` (0 for 0 / 0, ``inf`` for r / 0): a float."""
+    num, den = residual.pow(2).mean().sqrt(), size.pow(2).mean().sqrt()
+    if float(den) == 0.0:
+        return 0.0 if float(num) == 0.0 else math.inf
+    return float(num / den)
+
+
 def relative_residual(equation, jet, points, names, source=None):
     r"""How far a function misses an equation, relative to the size of the equation's
     terms: with the equation linearised at the function's jet ``jet`` (``{alpha: (m,)}``)
@@ -215,15 +239,5 @@ def relative_residual(equation, jet, points, names, source=None):
                   (J_\alpha \partial^\alpha f)(z_i)^2 + g(z_i)^2\big)^{1/2}\Big)},
 
     ``source`` :math:`g` ``(m,)`` (default 0). ``0`` for a solution; ``1`` or more when the
-    residual is as large as the terms. A float (``nan`` when every term is 0 and so is the
-    residual)."""
-    lin = linearise(equation, jet, points, names)
-    g = torch.zeros_like(lin.h0) if source is None else torch.as_tensor(source).to(lin.h0)
-    terms = [torch.as_tensor(J * jet[idx]).to(lin.h0).expand_as(lin.h0)
-             for idx, J in lin.coefficients.items() if idx in jet]
-    size = sum((t.pow(2) for t in terms), g.pow(2))
-    num = (lin.h0.detach() - g).pow(2).mean().sqrt()
-    den = size.detach().mean().sqrt()
-    if float(den) == 0.0:
-        return 0.0 if float(num) == 0.0 else math.inf
-    return float(num / den)
+    residual is as large as the terms. A float."""
+    return relative(*residual_parts(equation, jet, points, names, source))
