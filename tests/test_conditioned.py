@@ -267,8 +267,8 @@ def test_one_initial_value_pins_an_ode():
 def test_interval_sd_is_on_the_coefficients_scale_and_free_directions_warn():
     """sd is the delta method's sd of the coefficient itself: for a central interval of a
     well-identified positive coefficient, (upper - lower) / (2 z) to first order; a product
-    a * b of two learned coefficients leaves a flat direction: infinite intervals, with a
-    warning naming both."""
+    a * b of two learned coefficients leaves a flat direction: not identified, with a warning
+    naming both, each interval its default prior's along the ridge."""
     t = torch.linspace(0, 1, 15, dtype=D)[:, None]
     g = torch.Generator().manual_seed(0)
     y = torch.exp(-2 * t[:, 0]) + 0.01 * torch.randn(15, dtype=D, generator=g)
@@ -286,7 +286,13 @@ def test_interval_sd_is_on_the_coefficients_scale_and_free_directions_warn():
     with pytest.warns(UserWarning, match="leave a, b free") as record:
         iv = model.coefficient_intervals(0.9)
     assert record[0].filename == __file__              # the warning names the user's line
-    assert not iv["a"]["identified"] and iv["a"]["upper"] == math.inf
+    # free, the interval is the default prior's along the ridge log a + log b = const:
+    # log a has sd COEFFICIENT_PRIOR_SD / sqrt(2) there, and the data pin the product
+    from pyro_pidkl.models.linearised import COEFFICIENT_PRIOR_SD
+    assert not iv["a"]["identified"] and "priors'" in str(record[0].message)
+    spread = math.log(iv["a"]["upper"] / iv["a"]["lower"])
+    assert spread == pytest.approx(2 * z * COEFFICIENT_PRIOR_SD / math.sqrt(2), rel=0.05)
+    assert iv["a"]["value"] * iv["b"]["value"] == pytest.approx(2.0, rel=0.1)
 
 
 def test_constant_data_warn_for_data_models_not_for_the_solver():
@@ -613,14 +619,18 @@ def test_an_autoguide_over_the_coefficients_agrees_with_nuts(guide):
 
 def test_source_prior_is_one_of_the_models_priors():
     """``source_prior`` enters the objective once, as the prior of ``source_kernel.variance``
-    (so that the samplers do not add their default on top of it)."""
+    (so that the samplers do not add their default on top of it), beside the learned
+    coefficients' default priors."""
     import pyro.distributions as dist
     t = torch.linspace(0, 1, 12, dtype=torch.float64)[:, None]
     prior = dist.LogNormal(0.0, 1.0)
     model = pk.PhysicsConditionedGP(t, torch.exp(-t[:, 0]), pk.physics.first_order_ode(B=0.7),
                                     source="gp", source_prior=prior)
     assert model.priors["source_kernel.variance"] is prior
-    expected = prior.log_prob(model.source_kernel.variance)
+    from pyro_pidkl.models.linearised import default_coefficient_log_prior
+    expected = prior.log_prob(model.source_kernel.variance) + sum(
+        default_coefficient_log_prior(owner.specs[p], getattr(owner, p + "_unconstrained"))
+        for _, owner, p in model._coefficients())
     assert torch.allclose(torch.as_tensor(model.log_prior()), expected)
 
 

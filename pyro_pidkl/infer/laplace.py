@@ -256,9 +256,13 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
              f"orders of magnitude: the data and the equation barely constrain "
              f"{'it' if len(wide) == 1 else 'them'} (is the equation the right one?)")
     if free_names:
+        finite = all(math.isfinite(float(torch.as_tensor(out[n]["upper"]).max()))
+                     for n in free_names)
+        what = ("its prior's" if len(free_names) == 1 else "their priors'") if finite else \
+            "the whole range"
         warn(f"The data and the equation leave {', '.join(free_names)} free (a flat direction "
              f"of the objective): {'its interval is' if len(free_names) == 1 else 'their intervals are'} "
-             f"the whole range: hold one fixed (Parameter(value, fixed=True)) or give data where it "
+             f"{what}: hold one fixed (Parameter(value, fixed=True)) or give data where it "
              f"acts")
     return out
 

@@ -737,6 +737,8 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         t0 = min(float(self.domain.low[0]), float(t_all.min()))
         start, _ = self.forward(torch.tensor([[t0]], dtype=self.Z.dtype))
         grid = np.unique(np.r_[t0, t_all.numpy()])
+        if grid[-1] <= t0:                  # every datum at the first time: nothing to follow
+            return {}
         traj = self.ode.integrate(t0, start, grid)
         if traj is None:
             return {}
