@@ -318,7 +318,7 @@ def _stack_groups(groups, shape, model, y_test):
 
 
 def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, seed=0,
-                        progress=False, target_accept_prob=0.8, threads="auto",
+                        progress=True, target_accept_prob=0.8, threads="auto",
                         hyperparameters=True):
     r"""Draw the equation coefficients of a fitted
     :class:`~pyro_pidkl.models.PhysicsConditionedGP` (or
@@ -327,6 +327,8 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
 
     :param model: a fitted conditioned GP (the chains start where the fit ended).
     :param int num_chains: chains, run one after the other (R-hat across them).
+    :param bool progress: Pyro's progress bar per chain (default on: a sampler's run is
+        minutes).
     :param threads: torch threads while sampling, as :func:`~pyro_pidkl.infer.fit`'s.
     :param bool hyperparameters: draw the GP's identified parameters too (default); ``False``
         holds them at the fit (empirical Bayes).
