@@ -61,6 +61,11 @@ __all__ = ["ConditionedSystemGP"]
 #: counts it reached 7e5, and the posterior mean missed the equation by 20-38% of its terms)
 MAX_VARIANCE = 1e2
 
+#: and above this: a prior whose spread is a tenth of the data's cannot hold them, and one
+#: that collapses is a degenerate optimum (the README's spring ended at 4e-10 and 3e-11,
+#: its coefficients then unidentified)
+MIN_VARIANCE = 1e-2
+
 
 def _set(module, name, value):
     """Write ``value`` into PyroParam ``name`` of ``module`` (through its constraint)."""
@@ -500,11 +505,21 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
 
     def parameter_bounds(self):
         """Lengthscales stay above half the spacing of the points (as
-        :meth:`PhysicsConditionedGP.parameter_bounds`)."""
+        :meth:`PhysicsConditionedGP.parameter_bounds`); an observed output's prior variance
+        between :data:`MIN_VARIANCE` and :data:`MAX_VARIANCE` of its data's; an unobserved
+        output's is held where its scale (``scales``, or the shooting stage's trajectory)
+        puts it: no datum says how large its prior should be, and the marginal likelihood,
+        free to choose, shrank the README spring's velocity to 0.01 (its fit then missed
+        the velocity by 1.4 at the start)."""
         low = self._log_lengthscale_floor()
         out = {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
-        for k in self.kernels:
-            out[k.variance_unconstrained] = (None, math.log(MAX_VARIANCE))
+        for c, k in enumerate(self.kernels):
+            if self.counts[c]:
+                out[k.variance_unconstrained] = (math.log(MIN_VARIANCE),
+                                                 math.log(MAX_VARIANCE))
+            else:               # no data: held where its scale (or its trajectory) puts it
+                u = float(k.variance_unconstrained.detach())
+                out[k.variance_unconstrained] = (u, u)
         return out
 
     def _log_lengthscale_floor(self):
