@@ -46,6 +46,7 @@ def test_relative_residual_against_its_closed_form():
         assert abs(relative_residual(eq, jet, t, ("t",)) - expected) < 1e-12
 
 
+@pytest.mark.slow
 def test_a_wrong_equation_warns_and_a_right_one_does_not():
     """Logistic data: fitted with linear decay (no term can bend the curve), the data are
     decisively less likely with the equation than without it and pk.fit warns in one line
@@ -68,6 +69,7 @@ def test_a_wrong_equation_warns_and_a_right_one_does_not():
     assert max(report.residual.values()) < RESIDUAL_TOL
 
 
+@pytest.mark.slow
 def test_adequacy_is_pure_and_reported_as_numbers():
     X, y = _logistic_data(n=20)
     eq = Equation(lambda f, x, r, K: f.d("t") - r * f * (1 - f / K), inputs=("t",),
@@ -97,6 +99,7 @@ def test_exact_data_are_not_judged_on_evidence():
     assert math.isnan(report.log_evidence_ratio)          # two data: no reference fit
 
 
+@pytest.mark.slow
 def test_a_system_with_a_missing_interaction_warns():
     """Lotka-Volterra data fitted with two uncoupled equations (u' = a u, v' = -c v): the
     system cannot follow the cycles; the check says so, naming the system."""
@@ -142,6 +145,7 @@ def test_lynx_hare_fit_keeps_the_equation():
         assert low <= rates[name] <= high, (name, rates[name])
 
 
+@pytest.mark.slow
 def test_the_datatree_carries_the_equation_check():
     """to_datatree of a conditioned fit holds the posterior mean's residual and the terms'
     size at the collocation points (what the adequacy summarises: their RMS ratio) and the

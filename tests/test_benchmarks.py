@@ -38,6 +38,7 @@ def test_benchmark_case_runs_on_the_device_without_the_autograd_route(device):
     assert ("peak_cuda_mib" in row) == (device == "cuda")
 
 
+@pytest.mark.slow
 def test_speed_alternatives_fused_adam_reports_the_difference():
     import sys
     sys.path.insert(0, str(_PATH.parent))
@@ -166,6 +167,7 @@ def test_the_boundary_benchmark_measures_with_and_without_conditions():
     assert {k for k, _ in [(m["case"], 0) for m, _ in b.jobs()]} >= {"poisson_L", "kdv", "beam"}
 
 
+@pytest.mark.slow
 def test_the_inference_benchmark_scores_every_method_on_one_fit():
     inf = _load("inference")
     recs = inf.run_one(("oscillator", 0, 10, 10, 10, None))

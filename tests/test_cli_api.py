@@ -1,3 +1,4 @@
+import pytest
 import ast
 import json
 import subprocess
@@ -59,6 +60,7 @@ def test_cli_fit_prints_json_records(capsys):
     assert set(rows[0]["learned"]) == {"B", "D"} and rows[0]["initial"] == {"B": 0.5, "D": 0.5}
 
 
+@pytest.mark.slow
 def test_cli_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "pyro_pidkl", "fit", "diffusion", "--steps", "3",
                           "--methods", "pidkl", "--quiet"], capture_output=True, text=True,

@@ -459,6 +459,7 @@ def test_a_robin_coefficient_is_learned_with_its_interval():
     assert abs(k - 1.0) < 0.02 and iv["lower"] < 1.0 < iv["upper"], (k, iv)
 
 
+@pytest.mark.slow
 def test_pidkl_takes_conditions_as_a_weighted_factor():
     """PI-DKL's term with a no-flux condition at x = 0: a ``conditions`` factor site in the
     model, its variance learned, and the fitted mean's slope there pulled towards zero
@@ -493,6 +494,7 @@ def test_pidkl_takes_conditions_as_a_weighted_factor():
                                    k=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0))))])
 
 
+@pytest.mark.slow
 def test_pidkl_learns_a_condition_coefficient():
     """PI-DKL with a Robin condition f'(1) = k f(1), k unknown: k is a parameter of the
     model, learned by SVI and reported as "robin.k", and the fitted mean satisfies the
@@ -537,6 +539,7 @@ def test_a_coefficient_prior_enters_the_objective_as_a_map_estimate():
     assert abs(w_free - 2.0) < 0.02 and w_tight > w_free + 0.5, (w_free, w_tight)
 
 
+@pytest.mark.slow
 def test_a_prior_on_the_gps_lengthscale_enters_the_fit_and_the_draws():
     """A tight LogNormal prior on the kernel's lengthscale at 2 (the model's units) pulls the
     MAP fit from its free value to 2 and keeps NUTS's draws there; a prior on a name the
@@ -565,6 +568,7 @@ def test_a_prior_on_the_gps_lengthscale_enters_the_fit_and_the_draws():
             pk.PhysicsConditionedGP(data.X_train, data.y_train, eq, priors=bad)
 
 
+@pytest.mark.slow
 def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     """NUTS over omega and zeta at the fitted GP parameters: posterior means near the
     truth (2, 0.15), 90% intervals that cover it, R-hat near 1; the mixture over draws
@@ -602,6 +606,7 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
         pk.sample_coefficients(none)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("guide", ["mvn", "iaf"])
 def test_an_autoguide_over_the_coefficients_agrees_with_nuts(guide):
     """SVI with AutoMultivariateNormal or an IAF flow over omega and zeta at the fitted GP

@@ -184,6 +184,7 @@ def test_every_model_has_an_arviz_tree_with_loo(name):
         assert B.shape == (1, 80) and B.std() > 0
 
 
+@pytest.mark.slow
 def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
     """ConditionedSystemGP: f and y (chain, draw, test, output) named by output, one
     pointwise log likelihood per observed output (each at its own times), LOO of each; NUTS

@@ -17,6 +17,7 @@ def _run(cmd, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed missing")
 def test_two_process_ddp_matches_one_process(tmp_path):
     args = ["--N", "1500", "--steps", "400", "--M", "32", "--B", "128", "--threads", "1"]

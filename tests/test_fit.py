@@ -88,6 +88,7 @@ def test_predicting_with_one_model_does_not_change_another():
     assert float(a.kernel.kern.lengthscale.detach()) != float(b.kernel.kern.lengthscale.detach())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fit_recovers_the_decay_rate_of_a_noise_free_exponential(seed):
     """f = 1.5 exp(-2 t) solves f_t + B f = 0 only for B = 2; B starts at 0.5."""

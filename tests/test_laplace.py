@@ -3,6 +3,7 @@ the GP's own parameters, against its closed forms."""
 
 import math
 
+import pytest
 import torch
 
 from pyro_pidkl.infer.laplace import laplace_covariance
@@ -122,6 +123,7 @@ def test_a_prior_bounds_a_flat_direction_whatever_the_scale_of_the_hessian():
         assert abs(float(u @ cov[:2, :2] @ u) * (big + 1) - 1) < 1e-5        # the data's
 
 
+@pytest.mark.slow
 def test_an_unidentified_coefficient_widens_the_prediction():
     """f' = -a f / (b + f) with b = 100 far above f: only a / b is pinned, and whether the Laplace
     verdict is "free" flips with the collocation design's seed. Either way the sigma points

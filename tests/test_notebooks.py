@@ -19,6 +19,7 @@ def test_there_are_seven_notebooks():
                                            "07_collapsed_vs_full_vi_vs_nuts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("PIDKL_NOTEBOOK_STEPS", os.environ.get("PIDKL_NOTEBOOK_STEPS", "20"))

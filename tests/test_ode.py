@@ -137,6 +137,7 @@ def test_shooting_recovers_an_output_nobody_measured():
     assert np.sqrt(np.mean((traj[0, 0] - exact[0]) ** 2)) < 0.1 * np.ptp(exact[0])
 
 
+@pytest.mark.slow
 def test_conditioned_system_recovers_an_unobserved_output_of_a_nonlinear_system():
     times = np.linspace(0.0, 30.0, 25)
     exact, noisy = _observe(lambda t, s: [-0.5 * s[0] * s[1], 0.5 * s[0] * s[1] - 0.2 * s[1]],

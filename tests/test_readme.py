@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import pytest
+
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -77,6 +79,7 @@ def test_the_physics_term_on_another_model_runs_as_shown():
     assert len(result.losses) == 20 and set(model.equation_parameters()) == {"B", "D"}
 
 
+@pytest.mark.slow
 def test_the_three_inference_calls_run_on_the_fitted_model():
     """The README's full-VI and NUTS block, after the own-equation block, with fewer steps
     and draws: the coefficients' posterior means near the truth, R-hat reported, the
@@ -123,6 +126,7 @@ def test_local_links_of_the_readme_and_docs_resolve():
     assert broken == []
 
 
+@pytest.mark.slow
 def test_the_system_block_recovers_the_unmeasured_velocity():
     """The README's system block runs as written; the velocity, never observed, is
     recovered (truth: k = 4, c = 0.4)."""

@@ -82,6 +82,7 @@ def test_every_method_of_the_new_experiments_builds_and_predicts(name, monkeypat
         assert mean.shape == (5,) and (var > 0).all(), method
 
 
+@pytest.mark.slow
 def test_cli_reproduce_and_table(tmp_path, capsys):
     assert main(["reproduce", "ode", "--methods", "skl", "--seeds", "0-1", "--steps", "3",
                  "--out", str(tmp_path), "--quiet"]) == 0

@@ -227,6 +227,7 @@ def test_an_unreadable_folder_or_record_file_fails_before_any_fit(tmp_path):
         ro.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_a_run_killed_part_way_keeps_its_fits_and_a_rerun_finishes_each_once(tmp_path):
     """SIGKILL the main process (and its worker) after the first fits are recorded, rerun the
     same command: every (method, seed) is recorded exactly once, no orphan survives."""
@@ -309,6 +310,7 @@ def _oscillator_eq():
                             zeta=physics.Parameter(0.5, constraints.unit_interval))
 
 
+@pytest.mark.slow
 def test_repeated_rows_give_the_single_copy_fit_and_replicates_the_right_one():
     """The README's oscillator with every row given twice (or three times) is the same data:
     kept once, with a warning, the fit is the single copy's (before: omega 2.34, zeta 0.0025,

@@ -43,6 +43,7 @@ def test_cross_validate_scores_every_configuration_on_training_data():
     assert all(len(r["per_split"]) == 3 and not r["errors"] for r in res.table)
 
 
+@pytest.mark.slow
 def test_cross_validate_in_two_processes_matches_one_process():
     X, y = _data()
     kw = dict(grid={"gamma": [0.1, 1.0], "m": [5]}, splits=pk.holdout_split(X, 0, 0.25),

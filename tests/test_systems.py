@@ -141,6 +141,7 @@ def _position_only():
     return t, torch.cos(1.5 * t) + 0.05 * torch.randn(30, dtype=D, generator=g)
 
 
+@pytest.mark.slow
 def test_an_unobserved_component_is_recovered_with_an_interval():
     # only X = cos(w t) is observed, with noise; Y = -sin(w t) follows from the system
     t, x = _position_only()
@@ -191,6 +192,7 @@ def test_long_and_wide_data_give_the_same_model():
     assert torch.allclose(wide(grid)[0], long(grid)[0])
 
 
+@pytest.mark.slow
 def test_lotka_volterra_coefficients_are_recovered_from_a_generic_start():
     p = pk.datasets.system_problem("lotka_volterra", seed=0)
     model = pk.ConditionedSystemGP(p.system, p.data, domain=p.domain, collocation=100)
@@ -211,6 +213,7 @@ def test_gradient_matching_reaches_through_an_unobserved_component():
     assert abs(model.match_gradients()["w"] - 1.5) < 0.05
 
 
+@pytest.mark.slow
 def test_a_coefficient_prior_enters_the_objective_as_for_one_equation():
     import pyro.distributions as dist
     data = {"X": _position_only()}

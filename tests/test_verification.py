@@ -218,6 +218,7 @@ def test_homogeneous_boundary_values_in_floating_point():
 
 # -- 5. the collocation design does not decide the answer --------------------------------
 
+@pytest.mark.slow
 def test_the_design_seed_does_not_decide_the_answer():
     """A linear 2-D extrapolation with boundary conditions (a manufactured advection-diffusion
     problem, coefficients learned from half the truth) with three Sobol designs: the same
@@ -281,6 +282,7 @@ def test_the_generator_is_a_fixed_function_of_the_seed():
 
 # -- 6. the inputs of an unknown source ---------------------------------------------------
 
+@pytest.mark.slow
 def test_an_unknown_source_gets_its_inputs_chosen_on_the_training_data():
     """Heat with a source of position only (a steady part w(x) under decaying modes):
     source_inputs="auto" (the default) fits each candidate set as starts of the fit and
