@@ -154,7 +154,11 @@ def _eq(fn, **params):
 
 def _sys(fn, outputs, **params):
     import pyro_pidkl as pk
-    return pk.EquationSystem(fn, outputs=outputs, inputs=("t",), **params)
+    from torch.distributions import constraints
+    from pyro_pidkl.physics import Parameter
+    specs = {k: (v if not isinstance(v, tuple) else Parameter(v[0], getattr(constraints, v[1])))
+             for k, v in params.items()}
+    return pk.EquationSystem(fn, outputs=outputs, inputs=("t",), **specs)
 
 
 def case_models():
@@ -261,11 +265,22 @@ def case_models():
                                                    a=0.5, c=0.5)),
         "fitzhugh_nagumo~linear": (False, system(auto(fhn), [-1.0, 1.0], T(0, 10, 41), 0.03,
                                                  linear_pair, ("V", "R"), ("V", "R"), (0, 12),
-                                                 a=0.5, b=0.5, c=-0.5, d=-0.5)),
+                                                 a=(0.5, "real"), b=(0.5, "real"),
+                                                 c=(-0.5, "real"), d=(-0.5, "real"))),
     }
 
 
 def run_case(name, seed):
+    """One case's record (an error is recorded, not raised: the other cases still run)."""
+    import traceback
+    try:
+        return _run_case(name, seed)
+    except Exception as e:  # recorded, never dropped
+        return {"right": case_models()[name][0], "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=4)}
+
+
+def _run_case(name, seed):
     import pyro_pidkl as pk
     right, build = case_models()[name]
     t0 = time.perf_counter()
@@ -283,7 +298,8 @@ def run_case(name, seed):
 
 def summary(path):
     recs = records.latest(records.read_records(path), lambda r: (r["case"], r["seed"]))
-    recs = list(recs.values())
+    errors = [r for r in recs.values() if "error" in r]
+    recs = [r for r in recs.values() if "error" not in r]
     lines = ["| case | equation | warned | residual / terms (max) | log evidence ratio | "
              "trajectory misfit |", "|---|---|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (not r["right"], r["case"])):
@@ -304,6 +320,7 @@ def summary(path):
               f"{'met' if len(right) and rw <= len(right) / 20 else 'missed'}",
               f"- median seconds per fit (fit and check): "
               f"{records.median([r['seconds'] for r in recs]):.1f}"]
+    lines += [f"- {r['case']}: {r['error']}" for r in errors]
     return "\n".join(lines)
 
 

@@ -59,21 +59,22 @@ def test_model_code_is_the_source():
     import textwrap
 
     import pyro_pidkl as pk
-    pidkl, _, conditioned = _python_blocks("### The model is Pyro code")
+    pidkl, conditioned = _python_blocks("### The model is Pyro code")
     sources = [textwrap.dedent(inspect.getsource(m)) for m in
                (pk.PIDKL.model, pk.PhysicsConditionedGP.model)]
     assert [pidkl, conditioned] == sources
 
 
 def test_the_physics_term_on_another_model_runs_as_shown():
-    """The README's PI-SKL block: the same term carried by an SE-ARD GP, fitted."""
+    """The README's PI-SKL sentence: the same term carried by an SE-ARD GP, fitted."""
     import pyro_pidkl as pk
     from pyro_pidkl import physics
 
-    _, block, _ = _python_blocks("### The model is Pyro code")
-    namespace = {"pk": pk, "physics": physics, "data": pk.datasets.simulate_first_order_ode()}
-    exec(block, namespace)
-    model = namespace["pi_skl"]
+    assert "pk.SKL(X, y, physics=pk.PhysicsTerm(eq," in README.read_text().replace("\n", " ")
+    data = pk.datasets.simulate_first_order_ode()
+    term = pk.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=10,
+                          domain=pk.Box(t=(0.0, 1.0)))
+    model = pk.SKL(data.X_train, data.y_train, physics=term)
     assert isinstance(model.physics, pk.PhysicsTerm) and isinstance(model, pk.SKL)
     result = pk.fit(model, num_steps=20, lr=0.01, seed=0, progress=False)
     assert len(result.losses) == 20 and set(model.equation_parameters()) == {"B", "D"}
