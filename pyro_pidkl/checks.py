@@ -164,3 +164,11 @@ def without_repeats(X, y, what="the data"):
 def distinct_inputs(X):
     """The number of distinct rows of ``X``."""
     return int(torch.unique(X, dim=0).shape[0]) if X.shape[0] else 0
+
+
+def warn_if_interrupted(model):
+    """One warning when ``model``'s last fit did not finish (interrupted, or stopped by a
+    divergence): its parameters are where the fit stopped, not an optimum."""
+    if getattr(model, "fit_interrupted", False):
+        warn(f"The last fit of {type(model).__name__} did not finish (interrupted or "
+             f"diverged): it predicts from where the fit stopped; fit it again")

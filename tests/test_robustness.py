@@ -356,3 +356,61 @@ def test_all_data_at_one_input_warn():
                                  dtype=torch.float64)
     with pytest.warns(UserWarning, match="at one input"):
         pk.PhysicsConditionedGP(X, y, _oscillator_eq(), domain=pk.Box(t=(0.0, 6.0)))
+
+
+def test_zero_steps_are_refused():
+    with pytest.raises(ValueError, match="num_steps"):
+        pk.fit(_ode(), num_steps=0)
+
+
+def test_an_interrupted_conditioned_fit_says_so_when_it_predicts():
+    """Ctrl-C inside L-BFGS (a KeyboardInterrupt from the objective after a few
+    evaluations): the model is not marked fitted, and its next prediction warns that the
+    fit did not finish; a finished fit clears it."""
+    import warnings
+    data = pk.datasets.problem("oscillator").sample("extrapolation", seed=0)
+    model = pk.PhysicsConditionedGP(data.X_train, data.y_train, _oscillator_eq(),
+                                    domain=pk.Box(t=(0.0, 6.0)))
+    original, calls = model._objective, [0]
+
+    def interrupted(joint):
+        calls[0] += 1
+        if calls[0] > 5:
+            raise KeyboardInterrupt
+        return original(joint)
+    model._objective = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        pk.fit(model, progress=False)
+    assert not bool(model.fitted) and model.fit_interrupted
+    with pytest.warns(UserWarning, match="did not finish"):
+        model(data.X_test[:3])
+    model._objective = original
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pk.fit(model, progress=False)
+    assert bool(model.fitted) and not model.fit_interrupted
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(data.X_test[:3])
+
+
+def test_a_coefficient_the_residual_never_reads_and_too_few_equations_warn():
+    """A coefficient that never enters the residual stays at its start whatever the fit
+    does, and a system with fewer equations than outputs does not determine them: each is
+    said in one line, naming it."""
+    t = torch.linspace(0, 1, 12, dtype=torch.float64)
+    eq = physics.Equation(lambda f, x, a, b: f.d("t") + a * f, inputs=("t",), a=1.0, b=1.0)
+    with pytest.warns(UserWarning, match="b never enters the residual"):
+        pk.PhysicsConditionedGP(t[:, None], torch.exp(-t), eq)
+
+    def one(f, x, k):
+        return (f["u"].d("t") + k * f["u"],)
+    system = pk.EquationSystem(one, outputs=("u", "v"), inputs=("t",), k=1.0)
+    with pytest.warns(UserWarning, match="1 equation\\(s\\) for 2 outputs"):
+        pk.ConditionedSystemGP(system, {"u": (t, torch.exp(-t))})
+
+    def unused(f, x, k, c):
+        return (f["u"].d("t") + k * f["u"], f["v"].d("t") - f["u"])
+    system = pk.EquationSystem(unused, outputs=("u", "v"), inputs=("t",), k=1.0, c=1.0)
+    with pytest.warns(UserWarning, match="c never enters the residuals"):
+        pk.ConditionedSystemGP(system, {"u": (t, torch.exp(-t))})

@@ -202,6 +202,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     bar = tqdm(disable=not progress, desc=f"{type(model).__name__} (L-BFGS)", leave=False,
                dynamic_ncols=True)
     pyro.clear_param_store()
+    _mark_started(model)
     prepare = getattr(model, "prepare_fit", None)
     if prepare is not None:
         prepare()                            # starting values from the data alone
@@ -289,6 +290,17 @@ def _continue(model, elbo, max_iter, tol, bar, result):
             break
 
 
+def _mark_started(model):
+    """A fit begins: the model is not fitted until it ends (``fitted`` False where the
+    model has the flag), and until then ``fit_interrupted`` is set, so that a fit stopped
+    part way (Ctrl-C, a divergence) leaves a model that says so when it predicts."""
+    flag = getattr(model, "fitted", None)
+    if isinstance(flag, torch.Tensor):
+        with torch.no_grad():
+            flag.fill_(False)
+    model.fit_interrupted = True
+
+
 def _mark_fitted(model, result=None):
     """Set a model's ``fitted`` flag (a buffer) where it has one, and check the adequacy of a
     model that can (``check_adequacy``: the conditioned GPs warn in one line when the data
@@ -297,6 +309,7 @@ def _mark_fitted(model, result=None):
     if isinstance(flag, torch.Tensor):
         with torch.no_grad():
             flag.fill_(True)
+    model.fit_interrupted = False
     check = getattr(model, "check_adequacy", None)
     if check is not None:
         report = check()

@@ -188,7 +188,7 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                         f"PhysicsConditionedGP, DKL, ...); got {type(model).__name__}")
     if method not in ("auto", "adam", "lbfgs"):
         raise ValueError(f"Expected method to be 'auto', 'adam' or 'lbfgs'; got {method!r}")
-    num_steps = positive_int(num_steps, "num_steps", minimum=0)
+    num_steps = positive_int(num_steps, "num_steps")
     lr = positive_number(lr, "lr")
     tol = positive_number(tol, "tol")
     if lr_final is not None:
@@ -224,6 +224,8 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                    if not getattr(model, "linear", True) else None)
     result = FitResult()
     start = time.perf_counter()
+    from .lbfgs import _mark_started
+    _mark_started(model)
     bar = tqdm(range(int(num_steps)), disable=not progress, desc=type(model).__name__,
                leave=False, dynamic_ncols=True)
     try:

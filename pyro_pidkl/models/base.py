@@ -17,7 +17,8 @@ from pyro.contrib.gp.kernels import Kernel
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
-from ..checks import as_inputs, as_targets, equation_input_names, warn, without_repeats
+from ..checks import (as_inputs, as_targets, equation_input_names, warn, warn_if_interrupted,
+                      without_repeats)
 from ..gp.standardise import Standardizer
 from ..kernels.se import se_ard
 from ..param_scope import own_parameters
@@ -134,6 +135,7 @@ class GPModel(PyroModule):
         :returns: ``(mean (M,), var (M,))`` or ``(mean, cov (M, M))`` with ``full_cov``.
         """
         Xnew = self._check_new_inputs(Xnew)
+        warn_if_interrupted(self)
         with torch.no_grad():
             mean, var = self._predict(self.standardizer.x_to_model(Xnew), full_cov)
             if not noiseless:

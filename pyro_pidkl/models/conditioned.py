@@ -75,7 +75,7 @@ from ..physics.geometry import Shape
 from ..physics.derivatives import Inputs
 from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
-from ..physics.linearise import is_linear, linearise, residual_parts
+from ..physics.linearise import is_linear, linearise, residual_parts, unused_coefficients
 from .exact_gp import ExactGP
 from .linearised import (ConvergenceWarning, GaussNewtonResult, LinearisedConditioning,
                          with_point_priors)
@@ -273,6 +273,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                 indices |= set(linearise(eq, jet, probe, self.input_names).coefficients)
             self.linear = self.linear and is_linear(eq, probe, self.input_names, seed=seed)
         self.indices = sorted(indices, key=lambda i: (len(i), i))
+        self._warn_unused_coefficients(seed)
         top = 4 if isinstance(self.kernel, RBF) else 2
         if any(len(i) > top for i in self.indices):
             raise ValueError(f"Equation {equation.name!r} or a condition reads a derivative of "
@@ -686,6 +687,29 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             h = linearise(eq, jet, self.Z[start:stop], self.input_names).h0
             parts.append(h.detach() - value(self.Z[start:stop]))
         return float(self._rows(torch.cat(parts)).norm())
+
+    def _warn_unused_coefficients(self, seed):
+        """One line naming each learned coefficient the residual never depends on (at
+        random jets): the fit cannot move it."""
+        coefficients = [(n, getattr(owner, p + "_unconstrained"))
+                        for n, owner, p in self._coefficients()]
+        if not coefficients:
+            return
+        blocks = self._blocks()
+
+        def residual(g):
+            parts = []
+            for start, stop, eq, _ in blocks:
+                probe = self.Z[start:stop][:: max(1, (stop - start) // 16)][:16]
+                jet = {i: torch.randn(probe.shape[0], generator=g, dtype=probe.dtype)
+                       for i in self.indices}
+                parts.append(linearise(eq, jet, probe, self.input_names).h0)
+            return torch.cat(parts)
+        unused = unused_coefficients(residual, coefficients, seed=seed)
+        if unused:
+            warn(f"{', '.join(unused)} never enter{'s' if len(unused) == 1 else ''} the "
+                 f"residual of {self._what()}: the fit cannot learn "
+                 f"{'it' if len(unused) == 1 else 'them'} (fix them, or check the equation)")
 
     # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
     def _residual_parts(self, jet):

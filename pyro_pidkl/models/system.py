@@ -38,7 +38,7 @@ import torch
 from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import positive_int
+from ..checks import positive_int, warn, warn_if_interrupted
 from ..gp.data_fit import fit_data_only
 from ..gp.joint import JointGaussian
 from ..infer.laplace import parameters_at
@@ -46,7 +46,7 @@ from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
 from ..physics.collocation import collocation_points, given_points, maximin_subset
 from ..physics.domain import Box
-from ..physics.linearise import JetField
+from ..physics.linearise import JetField, unused_coefficients
 from ..physics.ode import explicit_ode
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
@@ -228,6 +228,22 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
             raise ValueError(f"System {system.name!r} reads a derivative of order above 4; "
                              "ConditionedSystemGP supports orders up to 4")
         self.linear = is_linear_system(system, probe, names, seed=seed)
+        if self.num_equations < C:
+            warn(f"System {system.name!r} has {self.num_equations} equation(s) for {C} outputs "
+                 f"{self.outputs}: the outputs are not determined by it (an equation per "
+                 f"output is the usual count)")
+        coefficients = [(n, getattr(owner, p + "_unconstrained"))
+                        for n, owner, p in self._coefficients()]
+        unused = unused_coefficients(
+            lambda g: linearise_system(system, [{i: torch.randn(probe.shape[0], generator=g,
+                                                                 dtype=dtype)
+                                                 for i in self.indices} for _ in range(C)],
+                                       probe, names).h0,
+            coefficients, seed=seed) if coefficients else []
+        if unused:
+            warn(f"{', '.join(unused)} never enter{'s' if len(unused) == 1 else ''} the "
+                 f"residuals of system {system.name!r}: the fit cannot learn "
+                 f"{'it' if len(unused) == 1 else 'them'} (fix them, or check the system)")
         self.ode = explicit_ode(system, names, seed=seed)     # None unless f' = F(t, f)
         self._loose_start = False
         self._shot = None                     # (start, ShootingResult) of the last shooting
@@ -781,6 +797,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         units: ``(mean, var)``, each ``(P, C)`` in the order of ``outputs`` (with
         ``noiseless=False`` the variance of a new observation). Pure: nothing is written."""
         U = (self._check_new_inputs(Xnew) - self.x_loc) / self.x_scale
+        warn_if_interrupted(self)
         with torch.no_grad():
             joint = self.solve()[0]
             points = self._sigma_points()

@@ -30,7 +30,7 @@ import torch
 from .derivatives import Field, Inputs
 
 __all__ = ["JetField", "Linearisation", "derivatives_read", "is_linear", "linearise",
-           "relative", "relative_residual", "residual_parts"]
+           "relative", "relative_residual", "residual_parts", "unused_coefficients"]
 
 
 class JetField(Field):
@@ -241,3 +241,20 @@ def relative_residual(equation, jet, points, names, source=None):
     ``source`` :math:`g` ``(m,)`` (default 0). ``0`` for a solution; ``1`` or more when the
     residual is as large as the terms. A float."""
     return relative(*residual_parts(equation, jet, points, names, source))
+
+
+def unused_coefficients(residual, coefficients, trials=2, seed=0):
+    """The names of ``coefficients`` (``[(name, unconstrained tensor), ...]``) that the
+    residual never depends on: ``residual(generator)`` (a tensor computed at random jets
+    drawn from ``generator``) gets no gradient with respect to them at any of ``trials``
+    draws. Such a coefficient cannot be learned: it stays where it starts."""
+    g = torch.Generator().manual_seed(seed)
+    used = set()
+    for _ in range(trials):
+        with torch.enable_grad():
+            value = residual(g).pow(2).sum()
+            grads = torch.autograd.grad(value, [t for _, t in coefficients],
+                                        allow_unused=True)
+        used |= {n for (n, _), gr in zip(coefficients, grads)
+                 if gr is not None and bool((gr != 0).any())}
+    return [n for n, _ in coefficients if n not in used]
