@@ -225,14 +225,17 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
 
     :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``, ``sd`` the
         delta method's standard deviation of the value, all in the coefficient's own units;
-        ``identified`` whether the data alone give the coefficient a finite interval.
+        ``identified`` whether the data alone curve the coefficient (the GP's parameters held).
     """
     names, sizes, H, cov, P0 = _hessian(model, nuisance, prior_sd)
     if not names:
         return {}
-    # identified: whether the data alone (no prior of any kind) give a finite interval
-    plain = laplace_covariance(H - P0, sum(sizes))
-    free = ~torch.isfinite(plain.diagonal()[:sum(sizes)])
+    # identified: whether the data alone (no prior of any kind) curve the coefficient, the
+    # GP's parameters held at the fit: a saddle among those (a fit stopped where a
+    # lengthscale still curves down) would otherwise call a well-pinned coefficient free
+    n = sum(sizes)
+    plain = laplace_covariance((H - P0)[:n, :n], n)
+    free = ~torch.isfinite(plain.diagonal())
     _, theta, _ = model._laplace_parameters(False)
     sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
     z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
