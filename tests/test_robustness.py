@@ -78,7 +78,7 @@ BAD_INPUTS = {
                             "depend on f"),
     # fitting, selection, data
     "fit steps negative": (lambda: pk.fit(pk.SKL(T, Y), num_steps=-3), ValueError,
-                           "num_steps to be an integer >= 0"),
+                           "num_steps to be an integer >= 1"),
     "fit lr zero": (lambda: pk.fit(pk.SKL(T, Y), lr=0), ValueError, "lr to be a finite number > 0"),
     "fit lr a string": (lambda: pk.fit(pk.SKL(T, Y), lr="0.01"), ValueError,
                         "lr to be a finite number > 0; got '0.01'"),
