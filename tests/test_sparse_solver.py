@@ -190,6 +190,16 @@ def test_sin_nonlinearity_in_one_dimension_with_the_learned_lengthscale():
     Xt = torch.rand(200, 1, dtype=D, generator=torch.Generator().manual_seed(0)) * 2
     assert float((solver.posterior_mean(Xt) - u(Xt)).abs().max()) < 1e-5
     assert 0 < float(solver.ell[0]) <= 2.0
+    # the solution where a user looks first: the solver called on points, silent inside
+    # the solved region, one line far outside it (there the mean is the prior's zero)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(solver(Xt), solver.posterior_mean(Xt))
+    far = torch.tensor([[1.0], [30.0]], dtype=D)
+    with pytest.warns(UserWarning, match=r"1 of 2 prediction points lie outside the solved "
+                                         r"region \(x in \[0, 2\]\)"):
+        mean = solver(far)
+    assert abs(float(mean[1])) < 1e-3 and abs(float(mean[0]) - float(u(far[:1]))) < 1e-5
 
 
 def test_the_solver_refuses_what_it_cannot_solve_in_one_line():

@@ -108,8 +108,16 @@ class SparseCholeskySolver:
     :param float preconditioner_tol: the preconditioner is rebuilt when a column of the
         linearised operator's weights moves by more than this, relative to its size.
 
-    After :meth:`solve`: ``result`` (a :class:`SparseSolveResult`), ``ell`` the lengthscale
-    used, :attr:`collocation_values`, and :meth:`posterior_mean` anywhere.
+    The solution: ``solver(Xnew)`` (:meth:`posterior_mean`, solving first if needed) anywhere
+    in the points' box, :attr:`collocation_values` at the collocation points. :meth:`solve`
+    returns the diagnostics (a :class:`SparseSolveResult`, kept as ``result``); ``ell`` is
+    the lengthscale used.
+
+    .. code-block:: python
+
+        solver = pk.SparseCholeskySolver(X_boundary, u_boundary, eq, 10_000, domain=box)
+        u = solver(X_test)            # (P,): solves, then predicts
+        solver.result                 # Gauss-Newton steps, CG iterations, seconds
     """
 
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
@@ -368,6 +376,10 @@ class SparseCholeskySolver:
                                        shape=(n + M, m))
 
     # -- predictions -------------------------------------------------------------------
+    def __call__(self, Xnew):
+        """The solution at ``Xnew`` ``(P, d)``: :meth:`posterior_mean`."""
+        return self.posterior_mean(Xnew)
+
     def posterior_mean(self, Xnew, neighbours=25):
         r"""The solution at ``Xnew`` ``(P, d)`` (``(P,)``), each point conditioned on the
         solution's values and derivatives at its ``neighbours`` nearest points:
@@ -378,11 +390,14 @@ class SparseCholeskySolver:
         with :math:`z = \Theta C^\top \lambda` the base measurements of the solution (the
         screening that makes the factors sparse makes far points irrelevant here too; all
         points: the exact posterior mean of the linearised problem). Solves first if
-        :meth:`solve` has not run."""
+        :meth:`solve` has not run. A point outside the box of the data and collocation
+        points by more than :data:`OUTSIDE_TOL` of its width is warned of: there the
+        equation was never imposed and the mean is the prior's extrapolation (zero far away)."""
         if self.result is None:
             self.solve()
         Xnew = self._points(Xnew, "Xnew", len(self.names))
         points = torch.cat([self.X, self.Z])
+        _warn_outside(Xnew, points, self.names)
         n, w = self.X.shape[0], len(self.indices)
         k = min(int(neighbours), points.shape[0])
         have = torch.zeros(points.shape[0], w, dtype=torch.bool)
@@ -420,6 +435,27 @@ class SparseCholeskySolver:
         if self.result is None:
             self.solve()
         return torch.as_tensor(self.jet[0])
+
+
+#: a prediction further outside the points' box than this fraction of its width is warned of
+OUTSIDE_TOL = 0.05
+
+
+def _warn_outside(Xnew, points, names):
+    """One line when rows of ``Xnew`` lie outside the box of ``points`` by more than
+    :data:`OUTSIDE_TOL` of its width along some input."""
+    lo, hi = points.min(0).values, points.max(0).values
+    pad = OUTSIDE_TOL * (hi - lo).clamp_min(1e-300)
+    out = ((Xnew < lo - pad) | (Xnew > hi + pad))
+    if bool(out.any()):
+        which = [n for n, o in zip(names, out.any(0).tolist()) if o]
+        box = ", ".join(f"{n} in [{float(a):.3g}, {float(b):.3g}]"
+                        for n, a, b in zip(names, lo, hi))
+        warnings.warn(f"{int(out.any(1).sum())} of {Xnew.shape[0]} prediction points lie "
+                      f"outside the solved region ({box}) along {', '.join(which)}: the equation "
+                      f"was never imposed there (the mean is the prior's extrapolation, "
+                      f"zero far away)", UserWarning,
+                      stacklevel=3)
 
 
 def _moved(W, ref):
