@@ -91,7 +91,22 @@ def load_equation(spec, params=()):
     if values:
         raise ValueError(f"Expected no --param for an equation from a file (its Parameters "
                          f"give the starting values); got {sorted(values)}")
-    scope = runpy.run_path(path)
+    try:
+        scope = runpy.run_path(path)
+    except SyntaxError as e:
+        raise ValueError(f"Expected a Python file defining an Equation; {path} line "
+                         f"{e.lineno}: SyntaxError: {e.msg}") from None
+    except Exception as e:  # the user's file raised: one line, where and what
+        tb = e.__traceback__
+        line = None
+        while tb is not None:                 # the deepest frame inside the user's file
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = f" line {line}" if line is not None else ""
+        raise ValueError(f"Expected a Python file defining an Equation; running {path}{where} "
+                         f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                         ) from None
     found = {k: v for k, v in scope.items() if isinstance(v, Equation)}
     if name:
         if name not in found:
@@ -125,6 +140,17 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
         raise ValueError(f"Expected model 'pcgp' or 'pidkl'; got {model!r}")
     if source not in ("zero", "gp"):
         raise ValueError(f"Expected source 'zero' or 'gp'; got {source!r}")
+    if predict is not None or grid is not None:         # before the fit, not after it
+        folder = os.path.dirname(os.path.abspath(out or "predictions.csv"))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"Expected the folder of --out {out} to exist; "
+                                    f"{folder} does not")
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"Expected a folder that can be written for --out {out}; "
+                             f"{folder} cannot")
+        if predict is not None and not os.path.isfile(predict):
+            raise FileNotFoundError(f"Expected the inputs to predict at in a CSV file; "
+                                    f"{predict} is not a file")
     eq = load_equation(equation, params)
     table = read_table(data)
     inputs = tuple(inputs) if inputs else tuple(eq.inputs or ())

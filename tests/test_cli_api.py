@@ -1,6 +1,7 @@
 import pytest
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,10 @@ def test_cli_fits_your_equation_to_your_csv(tmp_path, capsys):
 
 def test_cli_refuses_what_does_not_fit_in_one_line(tmp_path, capsys):
     obs, eq, _ = _oscillator_files(tmp_path)
+    broken = tmp_path / "broken.py"
+    broken.write_text("from pyro_pidkl.physics import Equation\n\ndef psi(f, x:\n    return f\n")
+    raising = tmp_path / "raising.py"
+    raising.write_text("from pyro_pidkl.physics import Equation\n\n\nk = Parameterr(1.0)\n")
     cases = [
         (["fit", "--data", str(obs), "--equation", "nope.py"], "built-in equation"),
         (["fit", "--data", str(obs), "--equation", str(eq), "--domain", "t=0-6"],
@@ -126,6 +131,14 @@ def test_cli_refuses_what_does_not_fit_in_one_line(tmp_path, capsys):
         (["fit", "--data", str(obs), "--equation", "first_order_ode", "--param", "B"],
          "NAME=VALUE"),
         (["fit", "--data", str(tmp_path / "none.csv"), "--equation", str(eq)], "not a file"),
+        # checked before the fit, not after it
+        (["fit", "--data", str(obs), "--equation", str(eq), "--grid", "5", "--out",
+          str(tmp_path / "missing" / "pred.csv")], "folder of --out"),
+        (["fit", "--data", str(obs), "--equation", str(eq), "--predict",
+          str(tmp_path / "none.csv")], "is not a file"),
+        (["fit", "--data", str(obs), "--equation", str(broken)], "line 3: SyntaxError"),
+        (["fit", "--data", str(obs), "--equation", str(raising)],
+         "line 4 raised NameError: name 'Parameterr' is not defined"),
     ]
     for argv, message in cases:
         assert main(argv + ["--quiet"]) == 1, argv
@@ -142,3 +155,29 @@ def test_cli_help_reads_as_user_text():
     assert "(default: pcgp)" in fit_help and "--data" in fit_help
     listed = fit_help.split("examples and their methods")[1].split("Also accepted")[0]
     assert "ode-dev" not in listed and "pcgp" in listed
+
+
+def _interrupted(argv, after):
+    """Run ``pidkl argv`` in its own process group, send Ctrl-C's SIGINT to the whole group
+    after ``after`` seconds (as a terminal does), and return ``(returncode, output)``."""
+    import signal
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "pyro_pidkl", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_fit_and_a_reproduce_run_in_one_line(tmp_path):
+    code, out = _interrupted(["fit", "ode", "--methods", "pidkl", "--steps", "100000",
+                              "--quiet"], 12)
+    assert code == 130 and "Traceback" not in out, out
+    assert out.strip().splitlines()[-1].startswith("pidkl fit: interrupted"), out
+    code, out = _interrupted(["reproduce", "ode", "--methods", "pidkl", "--seeds", "0-3",
+                              "--jobs", "2", "--out", str(tmp_path), "--quiet"], 15)
+    assert code == 130 and "Traceback" not in out and "leaked" not in out, out
+    assert "pidkl reproduce: interrupted" in out, out

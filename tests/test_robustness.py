@@ -29,6 +29,18 @@ def _ode(X=T, y=Y, **kw):
     return pk.PIDKL(X, y, physics.first_order_ode(), **kw)
 
 
+def _decay():
+    def decay(f, x, k):
+        return f.d("t") + k * f
+    return physics.Equation(decay, inputs=("t",), k=physics.Parameter(1.0))
+
+
+def _spring():
+    def spring(f, x, k, c):
+        return (f["x"].d("t") - f["v"], f["v"].d("t") + k * f["x"] + c * f["v"])
+    return pk.EquationSystem(spring, outputs=("x", "v"), inputs=("t",), k=1.0, c=1.0)
+
+
 def _psi_model(psi):
     return pk.PIDKL(T, Y, physics.Equation(psi, inputs=("t",)), m=4)
 
@@ -76,6 +88,16 @@ BAD_INPUTS = {
     "psi returns None": (lambda: _psi_model(lambda f, x: None), TypeError, "got NoneType"),
     "psi detached from f": (lambda: _psi_model(lambda f, x: f.d("t").detach()), ValueError,
                             "depend on f"),
+    # the conditioned GPs: what no fit can mend, refused before the fit
+    "conditioned data all zero": (lambda: pk.PhysicsConditionedGP(T, 0 * Y, _decay()), ValueError,
+                                  "not zero everywhere; got every datum 0 and equation 'decay' "
+                                  "zero at f = 0"),
+    "system data all zero": (lambda: pk.ConditionedSystemGP(_spring(), {"x": (T[:, 0], 0 * Y)}),
+                             ValueError, "got every datum 0 and system 'spring' zero at f = 0"),
+    "condition value NaN": (lambda: pk.PhysicsConditionedGP(
+        T, Y, _decay(), conditions=[physics.Condition([[0.0]], lambda f, x: f, float("nan"),
+                                                      name="start")]),
+        ValueError, "finite values of condition 'start'; got 1 NaN/inf"),
     # fitting, selection, data
     "fit steps negative": (lambda: pk.fit(pk.SKL(T, Y), num_steps=-3), ValueError,
                            "num_steps to be an integer >= 1"),

@@ -217,7 +217,12 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
         if not math.isfinite(best[0]):
-            raise FitDivergedError("The fit failed from every start. "
+            first = getattr(result, "start_errors", None)
+            cause = ("the objective is unbounded (the data fitted exactly at a vanishing "
+                     "scale: are the data, source and conditions all zero or all equal?)"
+                     if best[0] == -math.inf else
+                     f"first: {first[0]}" if first else "no start gave a finite objective")
+            raise FitDivergedError(f"The fit failed from every start ({cause}). "
                                    + divergence_advice(model, "lbfgs"),
                                    history=result.losses,
                                    step=len(result.losses))
@@ -257,9 +262,11 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
                 value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
                                    max(tol, 1e-4) if screen else tol,
                                    2 if screen else outer_max, bar, result)
-        except FitDivergedError:
+        except FitDivergedError as e:
             if r == 0 and not restarts:
                 raise
+            result.start_errors = getattr(result, "start_errors", []) + [
+                str(e).split(". Try")[0]]
             value = math.inf
         result.starts.append(value)
         if value < best[0]:

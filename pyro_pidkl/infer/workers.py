@@ -8,9 +8,20 @@ __all__ = ["worker_init"]
 
 
 def worker_init(threads=1):
-    """Worker initialiser: one torch thread, and on Linux a SIGKILL when the parent dies, so
-    that a killed run leaves no orphan computing."""
+    """Worker initialiser: one torch thread, Ctrl-C left to the parent, and on Linux a SIGKILL
+    when the parent dies, so that a killed run leaves no orphan computing."""
     torch.set_num_threads(threads)
+    import signal
+    # Ctrl-C reaches the whole process group: the parent handles it (it keeps what finished
+    # and stops its workers); a worker interrupted mid-task would only print a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # tqdm's default lock is a multiprocessing semaphore, registered with the parent's
+    # resource tracker: a worker stopped with SIGKILL never unregisters it ("leaked semaphore
+    # objects" after Ctrl-C). A worker's bars never share a terminal line: a thread lock
+    import threading
+
+    from tqdm import tqdm
+    tqdm.set_lock(threading.RLock())
     try:
         import ctypes
         import signal

@@ -292,6 +292,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         if self.source_kind == "gp" and source_prior is not None:  # one prior among the rest
             priors.setdefault("source_kernel.variance", source_prior)
         self._set_priors(priors)
+        self._check_right_hand_sides()
 
     # -- construction helpers ----------------------------------------------------------
     def _standardise_on_domain(self, standardize):

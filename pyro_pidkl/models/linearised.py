@@ -131,6 +131,33 @@ class LinearisedConditioning:
                                 f"distribution; got {type(prior).__name__}")
         self.priors = priors
 
+    def _check_right_hand_sides(self):
+        """Refuse, in one line and before any fit, what no fit can mend: a condition whose
+        values are not finite, and a problem that ``f = 0`` solves exactly (every datum zero,
+        and the equations and conditions zero at the zero function: their sources too), where
+        the kernel's scale runs to zero and the objective to infinity for any coefficients."""
+        with torch.no_grad():
+            rhs = self.source() if hasattr(self, "source") else None
+            if rhs is not None and not bool(torch.isfinite(rhs).all()):
+                bad = [c.name for c, (start, stop, _, _) in zip(self.conditions,
+                                                                self._blocks()[1:])
+                       if not bool(torch.isfinite(rhs[start:stop]).all())]
+                what = (f"condition {', '.join(map(repr, bad))}" if bad else "the source")
+                raise ValueError(f"Expected finite values of {what}; got "
+                                 f"{int((~torch.isfinite(rhs)).sum())} NaN/inf of "
+                                 f"{rhs.numel()}")
+            ys = getattr(self, "y_by_output", None) or [self.y]
+            if sum(y.numel() for y in ys) == 0 or any(bool((y != 0).any()) for y in ys):
+                return
+            _, b = self.linearise(torch.zeros_like(self.f0))
+            v = (rhs if rhs is not None else 0.0) - b
+            if bool((v != 0).any()):
+                return
+        raise ValueError(f"Expected data, a source or a condition that is not zero "
+                         f"everywhere; got every datum 0 and {self._what()} zero at f = 0: "
+                         f"f = 0 fits both exactly for any coefficients, and the fit's scale "
+                         f"would collapse to zero (nothing to learn)")
+
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
         ``(joint, f0, GaussNewtonResult)`` with ``f0`` the posterior mean's jet of ``joint``,

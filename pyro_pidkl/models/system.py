@@ -252,6 +252,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         self.register_buffer("fitted", torch.tensor(False))
         self._cache = None
         self._set_priors(priors)
+        self._check_right_hand_sides()
 
     def _collocation(self, collocation, design, seed, dtype):
         if collocation is None:

@@ -373,6 +373,10 @@ def main(argv=None):
     sub = parser._subparsers._group_actions[0].choices[args.command]
     try:
         return commands[args.command](args, sub)
+    except KeyboardInterrupt:
+        print(f"pidkl {args.command}: interrupted (nothing was written after the last "
+              f"message)", file=sys.stderr)
+        return 130
     except (ValueError, TypeError, FileNotFoundError) as e:
         from ..errors import PIDKLError
 

@@ -491,7 +491,9 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
             except BaseException:
                 for proc in list(getattr(pool, "_processes", {}).values()):
                     proc.kill()
-                pool.shutdown(wait=False, cancel_futures=True)
+                # wait for the executor to see its workers gone and close its queues: without
+                # it their semaphores outlive the run ("leaked semaphore objects" on Ctrl-C)
+                pool.shutdown(wait=True, cancel_futures=True)
                 raise
             pool.shutdown()
     finally:
