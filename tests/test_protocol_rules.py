@@ -1,9 +1,14 @@
-"""Checks of the studies' selection rule (run apart: ``python -m pytest studies``)."""
+"""Checks of the selection rule the protocol studies (``studies/``) use to choose an option
+across development twins."""
+
+import sys
+from pathlib import Path
 
 import pytest
 
-import dev_restarts
-from protocol_rules import mean_rank_choice
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
+import dev_restarts  # noqa: E402
+from protocol_rules import mean_rank_choice  # noqa: E402
 
 
 def test_the_twin_rule_for_restarts_ranks_by_median_crps_and_breaks_ties_toward_single():
