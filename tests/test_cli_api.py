@@ -165,9 +165,14 @@ def _interrupted(argv, after):
     proc = subprocess.Popen([sys.executable, "-m", "pyro_pidkl", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(after)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
+    try:
+        time.sleep(after)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:                 # never leave it running
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     return proc.returncode, out
 
 
