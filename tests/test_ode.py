@@ -120,6 +120,28 @@ def test_shooting_recovers_lotka_volterra_from_a_start_far_off():
     assert res.improved and res.cost < res.start_cost
 
 
+def test_a_jacobian_whose_batch_fails_is_taken_column_by_column(monkeypatch):
+    """Where the batched integration of the Jacobian's columns fails (a perturbed column
+    that blows up), each column is integrated on its own: the same Jacobian, no crash (it
+    called a scipy function that does not exist)."""
+    import pyro_pidkl.infer.shooting as shooting
+    times = np.linspace(0.0, 10.0, 30)
+    exact, noisy = _observe(lambda t, s: [s[0] - 0.5 * s[0] * s[1], 0.5 * s[0] * s[1] - s[1]],
+                            [2.0, 1.0], times, 0.05, 0)
+    system = EquationSystem(_lotka_volterra, outputs=("x", "y"), inputs=("t",), alpha=1.0,
+                            beta=1.0, delta=1.0, gamma=1.0)
+    args = ([(times, noisy[0]), (times, noisy[1])],
+            _coefficients(system, dict(alpha=1.2, beta=0.4, delta=0.6, gamma=0.9)),
+            noisy[:, 0], 0.0, 10.0)
+    kw = dict(scale=[1.0, 1.0], sd=[0.5, 0.5], segments=1)
+    whole = fit_by_shooting(explicit_ode(system), *args, **kw)
+    batch = shooting._Shooting.batch
+    monkeypatch.setattr(shooting._Shooting, "batch",
+                        lambda self, V: None if V.shape[0] > 1 else batch(self, V))
+    apart = fit_by_shooting(explicit_ode(system), *args, **kw)
+    assert np.allclose(apart.theta, whole.theta, rtol=1e-5, atol=1e-7)
+
+
 def test_shooting_recovers_an_output_nobody_measured():
     # SIR with only infections observed: the susceptibles' trajectory comes from the ODE
     times = np.linspace(0.0, 30.0, 25)
