@@ -226,6 +226,12 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
                                    + divergence_advice(model, "lbfgs"),
                                    history=result.losses,
                                    step=len(result.losses))
+        after = getattr(model, "after_fit", None)
+        if after is not None:                # e.g. a system keeps its best stage
+            def refit():
+                pyro.clear_param_store()
+                return _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
+            after(refit)
         if many and model.Z.shape[0] > subset:
             model.relinearise()              # all collocation points at the learned parameters
         result.best_start = best[1]

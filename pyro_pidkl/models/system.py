@@ -51,6 +51,7 @@ from ..physics.ode import explicit_ode
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import LinearisedConditioning, with_point_priors
+from .system_stages import keep_best_stage
 from .system_data import split_by_output
 
 __all__ = ["ConditionedSystemGP"]
@@ -335,6 +336,11 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
             return [0.0, 0.0]
         return [0.0, math.log(3.0), -math.log(3.0)]
 
+    def after_fit(self, refit):
+        """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
+        stage (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`)."""
+        keep_best_stage(self, refit)
+
     def _shoots(self):
         """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE
         with data."""
@@ -476,8 +482,17 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
             self._shot = (key, result)
         if not result.improved:
             return result
+        self._apply_shooting(result, t0)
+        return result
+
+    def _apply_shooting(self, result, t0, theta=None):
+        """Set the coefficients (``theta``, unconstrained; default the shooting's) and the
+        linearisation point and GP priors from the trajectory of a shooting ``result``
+        started at ``t0``."""
+        ode = self.ode
+        theta = result.theta if theta is None else theta
         with torch.no_grad():
-            for (_, owner, p), v in zip(self._coefficients(), result.theta):
+            for (_, owner, p), v in zip(self._coefficients(), theta):
                 getattr(owner, p + "_unconstrained").fill_(float(v))
             times, inverse = torch.unique(self.Z[:, 0], return_inverse=True)
             grid = np.unique(np.r_[times.numpy(), t0])
@@ -493,7 +508,6 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                 self.f0_set.fill_(True)
                 self._priors_from_trajectory(values[inverse], result.sd)
         self._cache = None
-        return result
 
     def _priors_from_trajectory(self, values, sd):
         r"""Each GP's prior set to hold a trajectory ``values`` ``(M, C)`` at Z: its
@@ -530,6 +544,10 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         the velocity by 1.4 at the start)."""
         low = self._log_lengthscale_floor()
         out = {k.lengthscale_unconstrained: (low, None) for k in self.kernels}
+        if getattr(self, "_hold_coefficients", False):       # keep_best_stage holds them
+            for _, owner, p in self._coefficients():
+                u = getattr(owner, p + "_unconstrained")
+                out[u] = (float(u.detach()), float(u.detach()))
         for c, k in enumerate(self.kernels):
             if self.counts[c]:
                 out[k.variance_unconstrained] = (math.log(MIN_VARIANCE),
