@@ -192,3 +192,44 @@ def test_flatness_does_not_depend_on_the_parameters_units():
     cov = laplace_covariance(H, 2)
     assert bool(torch.isfinite(cov).all())
     assert torch.allclose(cov, torch.linalg.inv(H), rtol=1e-8, atol=0)
+
+
+def test_a_nuisance_direction_that_makes_a_saddle_with_a_coefficient_is_held():
+    """A coefficient curved 9e4 and a lengthscale curved 2e3 on its own, coupled by 1.7e4
+    (a correlation of 1.2: no maximum jointly, the end of a system's fit): integrating over
+    the lengthscale would make the coefficient flat (reported free with its prior's width).
+    The lengthscale is held instead: the coefficients' covariance is the inverse of their
+    own block, the held direction has no variance; a nuisance direction that makes no saddle
+    is still integrated over."""
+    H = torch.tensor([[9.3e4, -45.0, 1.7e4, 0.0],
+                      [-45.0, 3.0, 0.0, 0.5],
+                      [1.7e4, 0.0, 2.1e3, 0.0],
+                      [0.0, 0.5, 0.0, 4.0]], dtype=D)
+    cov = laplace_covariance(H, 2)
+    keep = [0, 1, 3]
+    expected = torch.linalg.inv(H[keep][:, keep])
+    assert torch.allclose(cov[keep][:, keep], expected, rtol=1e-9)
+    assert torch.equal(cov[2], torch.zeros(4, dtype=D))
+
+
+def test_a_coefficient_that_only_touches_a_flat_direction_is_identified():
+    """Coefficient b has negative curvature (the data leave it free), a is curved 9e4 and
+    coupled to b a little (its loading on b's direction is 0.07 on the equilibrated scale):
+    a is identified with its own small interval, b is free with its prior's."""
+    import pyro
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Equation, Parameter
+    t = torch.linspace(0, 1, 12, dtype=D)
+    with pytest.warns(UserWarning, match="b never enters"):   # its Hessian is given below
+        model = pk.PhysicsConditionedGP(t[:, None], torch.exp(-t), Equation(
+            lambda f, x, a, b: f.d("t") + a * f + 0 * b, inputs=("t",), a=Parameter(1.0),
+            b=Parameter(1.0)), learn_noise=False)
+    H = torch.tensor([[9.3e4, -44.6], [-44.6, -1.125]], dtype=D)
+    P0 = torch.diag(torch.tensor([0.25, 0.25], dtype=D))
+    model.laplace_parts = lambda nuisance=True: (["a", "b"], [1, 1], H + P0, P0)
+    with pytest.warns(UserWarning, match="leave b free"):
+        iv = pk.infer.laplace.coefficient_intervals(model, 0.95, nuisance=False)
+    assert iv["a"]["identified"] and not iv["b"]["identified"]
+    assert iv["a"]["upper"] / iv["a"]["lower"] < 1.02
+    assert iv["b"]["upper"] / iv["b"]["lower"] > 1e3
+    pyro.clear_param_store()

@@ -94,10 +94,9 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
     if V0.shape[1]:
         lam1, V1 = torch.linalg.eigh(V @ V.T + V0 @ V0.T)
         V = V1[:, lam1 > 0.5]
+    V = _without_saddle_makers(H, n_theta, V, flat, TINY * float(size))
     k = n_theta + V.shape[1]
-    T = torch.zeros(p, k, dtype=H.dtype, device=H.device)
-    T[range(n_theta), range(n_theta)] = 1.0
-    T[n_theta:, n_theta:] = V
+    T = _basis(p, n_theta, V)
     Hk = T.T @ H @ T
     # stage 2, in equilibrated coordinates x' = D^1/2 x (D the diagonal of Hk): a direction
     # the objective does not curve, relative to the curvatures of the parameters it mixes
@@ -141,6 +140,47 @@ def laplace_covariance(H, n_theta, flat=1e-7, prior_sd=None, nuisance_prior_sd=N
 #: a parameter whose curvature is below this fraction of the largest is not curved at all (a
 #: noise at its floor: 1e-15 beside 1e3)
 TINY = 1e-12
+
+
+def _basis(p, n_theta, V):
+    """``T`` ``(p, n_theta + r)``: the coefficients as they are, the nuisance block on the
+    columns of ``V``."""
+    T = torch.zeros(p, n_theta + V.shape[1], dtype=V.dtype, device=V.device)
+    T[range(n_theta), range(n_theta)] = 1.0
+    T[n_theta:, n_theta:] = V
+    return T
+
+
+def _flat_count(Hk, flat, tiny):
+    """How many directions of ``Hk`` are flat or negative on its equilibrated scale."""
+    d = _scale(Hk.diagonal(), tiny)
+    S = Hk / d.sqrt()[:, None] / d.sqrt()[None, :]
+    return int((torch.linalg.eigvalsh(0.5 * (S + S.T)) <= flat).sum())
+
+
+def _without_saddle_makers(H, n_theta, V, flat, tiny):
+    r"""The curved nuisance directions ``V`` less those whose coupling to the coefficients
+    makes a saddle: each is curved on its own, but integrating over it would turn a
+    coefficient the objective curves (with the GP's parameters held) into a flat or negative
+    direction, the point being no maximum jointly in them (a fit stopped where a coefficient
+    and a lengthscale still trade: a rate curved 9e4, reported free). Such a direction is
+    held, as a nuisance direction of negative curvature is; the fewest are dropped, greedily
+    (the one whose removal leaves the fewest flat directions, the least curved first)."""
+    p = H.shape[0]
+    base = _flat_count(H[:n_theta, :n_theta], flat, tiny) if n_theta else 0
+    while V.shape[1]:
+        T = _basis(p, n_theta, V)
+        if _flat_count(T.T @ H @ T, flat, tiny) <= base:
+            break
+        counts = []
+        for j in range(V.shape[1]):
+            W = torch.cat([V[:, :j], V[:, j + 1:]], 1)
+            T = _basis(p, n_theta, W)
+            counts.append(_flat_count(T.T @ H @ T, flat, tiny))
+        curv = (V * (H[n_theta:, n_theta:] @ V)).sum(0)
+        j = min(range(V.shape[1]), key=lambda i: (counts[i], float(curv[i])))
+        V = torch.cat([V[:, :j], V[:, j + 1:]], 1)
+    return V
 
 
 def _scale(diag, tiny):
@@ -225,17 +265,19 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
 
     :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``, ``sd`` the
         delta method's standard deviation of the value, all in the coefficient's own units;
-        ``identified`` whether the data alone curve the coefficient (the GP's parameters held).
+        ``identified`` whether the data alone (the GP's parameters held) narrow the
+        coefficient to half a vague prior's width (:data:`IDENTIFIED_SHRINK`).
     """
     names, sizes, H, cov, P0 = _hessian(model, nuisance, prior_sd)
     if not names:
         return {}
-    # identified: whether the data alone (no prior of any kind) curve the coefficient, the
-    # GP's parameters held at the fit: a saddle among those (a fit stopped where a
-    # lengthscale still curves down) would otherwise call a well-pinned coefficient free
+    # identified: whether the data alone (no declared prior, a vague one after the cut)
+    # narrow the coefficient, the GP's parameters held at the fit: a saddle among those (a
+    # fit stopped where a lengthscale still curves down) would otherwise call a well-pinned
+    # coefficient free
     n = sum(sizes)
-    plain = laplace_covariance((H - P0)[:n, :n], n)
-    free = ~torch.isfinite(plain.diagonal())
+    plain = laplace_covariance((H - P0)[:n, :n], n, prior_sd=IDENTIFIED_PRIOR_SD)
+    free = ~(plain.diagonal() < (IDENTIFIED_SHRINK * IDENTIFIED_PRIOR_SD) ** 2)
     _, theta, _ = model._laplace_parameters(False)
     sd = cov.diagonal()[:sum(sizes)].clamp(min=0).sqrt()
     z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)).item()
@@ -272,6 +314,14 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
 
 #: an interval wider than this many decades (of a positive coefficient) is warned of
 WIDE_DECADES = 6
+
+#: a coefficient is identified when the data alone (the GP's parameters held, a vague
+#: normal prior of sd :data:`IDENTIFIED_PRIOR_SD` on its unconstrained scale added after the
+#: cut for flat directions) give it a standard deviation below :data:`IDENTIFIED_SHRINK`
+#: times that prior's: a ridge or saddle that a strongly curved coefficient merely touches
+#: (a loading of 0.07 on the flat direction of another) leaves it identified
+IDENTIFIED_PRIOR_SD = 2.0
+IDENTIFIED_SHRINK = 0.5
 
 
 def _decades(v):
