@@ -104,14 +104,6 @@ def test_the_solver_benchmark_uses_the_peers_points_and_an_exact_burgers_solutio
     assert np.abs(ut + f(xs, t) * ux - 0.02 * uxx).max() < 1e-3
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_sparse_cholesky_measurement_is_of_a_correct_factor():
     """The factor the screening benchmark measures: its covariances of derivative
     measurements match the library's operator covariances, its maximin order matches the
@@ -176,3 +168,38 @@ def test_the_inference_benchmark_scores_every_method_on_one_fit():
         assert "error" not in r, r
         assert set(r["params"]) == {"omega", "zeta"} and 0 <= r["coverage95"] <= 1
     assert recs[0]["params"]["omega"] == pytest.approx(2.0, abs=0.05)     # the fit's MAP
+
+
+def test_the_calibration_benchmark_ranks_the_truth_beside_the_exact_likelihood(tmp_path):
+    """One dataset of the decay family: a rank in (0, 1) for the coefficient, the exact
+    likelihood's rank beside it (the same data, the ODE solved in the likelihood: the two
+    agree closely on this well-specified problem), coverage of f beyond the data; and the
+    summary prints the targets with a chi-square test of the ranks."""
+    import json
+    cal = _load("calibration")
+    rec = cal.run_one(("decay", 0, "test"))
+    assert "error" not in rec, rec.get("traceback")
+    k = rec["coefficients"]["k"]
+    assert 0 < k["rank"] < 1 and 0 < k["reference"]["rank"] < 1
+    assert abs(k["rank"] - k["reference"]["rank"]) < 0.1
+    assert set(rec["f_coverage"]) == {"0.5", "0.9", "0.95"} and rec["width_over_error"] > 0
+    path = tmp_path / "cal.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    text = cal.summary(str(path), figure=str(tmp_path / "ranks.png"))
+    assert "decay k: 90% intervals cover" in text and (tmp_path / "ranks.png").exists()
+    p, counts = cal._chi2([0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
+    assert p > 0.99 and list(counts) == [1] * 10
+    assert cal._chi2([0.01] * 10)[0] < 1e-6
+
+
+def test_the_adequacy_benchmark_records_a_right_and_a_wrong_equation(tmp_path):
+    import json
+    ad = _load("adequacy")
+    right = dict(ad.run_case("decay", 0), case="decay", seed=0)
+    wrong = dict(ad.run_case("logistic~decay", 0), case="logistic~decay", seed=0)
+    assert "error" not in right and "error" not in wrong
+    assert right["right"] and not right["warned"] and not wrong["right"] and wrong["warned"]
+    path = tmp_path / "ad.jsonl"
+    path.write_text(json.dumps(right) + "\n" + json.dumps(wrong) + "\n")
+    text = ad.summary(str(path))
+    assert "a wrong equation warns: 1/1" in text and "a right equation warns: 0/1" in text
