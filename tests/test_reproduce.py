@@ -103,3 +103,21 @@ def test_cross_validation_picks_the_best_configuration_by_the_chosen_score(cv_sc
         assert hyper["cv_rmse"][chosen] == min(hyper["cv_rmse"].values())
     else:
         assert hyper["cv_lpd"][chosen] == max(hyper["cv_lpd"].values())
+
+
+@pytest.mark.slow
+def test_the_documented_simulation_records_come_from_this_code(tmp_path):
+    """The README's main job (`pidkl reproduce ode`) and docs/paper.md's table are its
+    records in docs/results/simulations.json: rerunning one of them (PI-DKL, seed 0, the
+    protocol's steps, one torch thread) gives the recorded numbers. A change that moves
+    them fails here until the records and the table are made again."""
+    from pathlib import Path
+    recorded = {(r["experiment"], r["method"], r["seed"]): r for r in json.loads(
+        (Path(__file__).resolve().parents[1] / "docs" / "results" / "simulations.json")
+        .read_text())}
+    rec = recorded[("ode", "pidkl", 0)]
+    assert rec.get("threads") == 1 and rec.get("commit"), "records without provenance"
+    again = reproduce("ode", ["pidkl"], [0], out=tmp_path, jobs=1, progress=False,
+                      figures=False)[0]
+    for key in ("rmse", "coverage95", "crps"):
+        assert again[key] == pytest.approx(rec[key], rel=1e-3), (key, again[key], rec[key])

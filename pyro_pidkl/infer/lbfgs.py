@@ -232,6 +232,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
                 pyro.clear_param_store()
                 return _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
             after(refit)
+            result.stages = dict(getattr(model, "stage_costs", None) or {})
         if many and model.Z.shape[0] > subset:
             model.relinearise()              # all collocation points at the learned parameters
         result.best_start = best[1]

@@ -22,14 +22,17 @@ __all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
 @dataclass
 class FitResult:
     """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``,
-    ``threads``, the torch threads it ran with, and ``adequacy``, a conditioned model's
-    :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``)."""
+    ``threads``, the torch threads it ran with, ``adequacy``, a conditioned model's
+    :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``), and
+    ``stages``, a system's stages judged on one criterion
+    (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`; else empty)."""
 
     losses: list = field(default_factory=list)
     seconds: float = 0.0
     num_steps: int = 0
     threads: int = 0
     adequacy: object = None
+    stages: dict = field(default_factory=dict)
 
     @property
     def final_loss(self):

@@ -61,6 +61,29 @@ def _splits(experiment, data, seed):
     return kfold_splits(len(data.y_train), p.cv_folds, seed)
 
 
+@functools.lru_cache(maxsize=1)
+def _provenance():
+    """What a record's numbers depend on besides the seed: the code (the git commit, with
+    ``+`` for uncommitted changes, when run from a checkout), torch's version and the
+    machine's CPU count (a stochastic fit's last digits change with the thread count and
+    the build)."""
+    import platform
+    import subprocess
+    from .. import __version__
+    commit = None
+    try:
+        root = Path(__file__).resolve().parents[2]
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, text=True, capture_output=True).stdout.strip()
+        commit = head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return {"commit": commit, "pyro_pidkl": __version__, "torch": torch.__version__,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+
+
 def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predictions=False,
             cv_score=None):
     """Select (``pidkl-cv``, and ``pidkl`` without a fixed configuration: gamma, m by CV on
@@ -136,6 +159,7 @@ def run_one(experiment_name, method, seed, num_steps=None, threads=0, keep_predi
               "test_lpd": scores["test_lpd"],
               "crps": scores["crps"], "coverage95": scores["coverage"][0.95],
               "fit_seconds": result.seconds, "threads": result.threads, "hyper": hyper,
+              **_provenance(),
               "coverage": {str(k): v for k, v in scores["coverage"].items()},
               "pit_ks_pvalue": scores["pit_ks_pvalue"],
               "loo_elpd": float(loo_result.elpd) if exact else None,
