@@ -357,21 +357,43 @@ def exact_reference(family, truth, data, start):
 # -- one dataset ---------------------------------------------------------------------------
 
 def run_one(job):
-    """Fit dataset ``seed`` of family ``name``: its record (an error is recorded)."""
-    name, seed, commit = job
+    """Fit dataset ``seed`` of family ``name``: its record (an error is recorded); with a
+    fourth entry ``(warmup, draws)`` NUTS runs too, from the fit."""
+    name, seed, commit = job[:3]
+    nuts = job[3] if len(job) > 3 else None
     import torch
     torch.set_num_threads(1)
     os.environ["PIDKL_THREADS"] = "1"
     rec = {"family": name, "seed": seed, "commit": commit, "threads": 1}
     try:
-        rec.update(_fit(families()[name], seed))
+        rec.update(_fit(families()[name], seed, nuts))
     except Exception as e:  # recorded, never dropped
         rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         rec["traceback"] = traceback.format_exc(limit=4)
     return rec
 
 
-def _fit(family, seed):
+def _nuts(model, truth, names, nuts):
+    """NUTS from the fit (one chain of ``nuts = (warmup, draws)``): per coefficient the rank
+    of the truth among the draws and whether the central intervals cover it."""
+    import pyro_pidkl as pk
+    t0 = time.perf_counter()
+    draws = pk.sample_coefficients(model, num_warmup=nuts[0], num_samples=nuts[1],
+                                   num_chains=1, progress=False)
+    out = {"seconds": round(time.perf_counter() - t0, 2), "coefficients": {}}
+    summary = draws.summary(0.9)
+    for n in names:
+        x = draws.samples[n].double()
+        out["coefficients"][n] = {
+            "rank": float((x < truth[n]).double().mean()),
+            "covers": {str(p): bool(float(x.quantile(0.5 - p / 2)) <= truth[n]
+                                    <= float(x.quantile(0.5 + p / 2))) for p in LEVELS},
+            "n_eff": summary[n]["n_eff"], "divergences": sum(
+                len(v) for v in draws.diagnostics.get("divergences", {}).values())}
+    return out
+
+
+def _fit(family, seed, nuts=None):
     import torch
     from scipy import stats
     import pyro_pidkl as pk
@@ -416,7 +438,12 @@ def _fit(family, seed):
         f_cov[str(p)] = float((err <= z * sd).double().mean())
     rmse = float((mean - f).pow(2).mean().sqrt())
     half = float(1.959964 * sd.mean())
-    return {"truth": truth, "coefficients": coefficients, "f_coverage": f_cov,
+    extra = {}
+    if nuts is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            extra["nuts"] = _nuts(model, truth, names, nuts)
+    return {**extra, "truth": truth, "coefficients": coefficients, "f_coverage": f_cov,
             "rmse": rmse, "half_width95": half, "width_over_error": half / max(rmse, 1e-300),
             "adequate": bool(result.adequacy.ok) if result.adequacy is not None else None,
             "seconds": round(seconds, 2),
@@ -430,8 +457,9 @@ def run(args):
     names = args.families.split(",") if args.families else list(families())
     done = {(r["family"], r["seed"]) for r in records.read_records(args.out) if "error" not in r}
     commit = records.commit()
-    todo = [(n, s, commit) for s in records.seeds(args.seeds) for n in names
-            if (n, s) not in done]
+    nuts = tuple(int(v) for v in args.nuts.split("+")) if args.nuts else None
+    todo = [(n, s, commit) + ((nuts,) if nuts else ()) for s in records.seeds(args.seeds)
+            for n in names if (n, s) not in done]
     print(f"{len(todo)} fits to run ({len(done)} recorded) -> {args.out}", flush=True)
     ctx = mp.get_context("spawn")
     with open(args.out, "a") as fh, ctx.Pool(args.jobs) as pool:
@@ -501,6 +529,9 @@ def summary(path, figure=None):
                          f"{ref_text} | {free} | {tail}")
             targets.append((name, c, cov[1], p, len(rs)))
             panels.append((name, c, ranks))
+    nuts_lines = _nuts_summary(by, order)
+    if nuts_lines:
+        lines += [""] + nuts_lines
     lines += ["", "Targets (issue 39), per family and coefficient:", ""]
     for name, c, cov90, p, n in targets:
         lines.append(f"- {name} {c}: 90% intervals cover {cov90:.2f} (target 0.85-0.95: "
@@ -513,6 +544,30 @@ def summary(path, figure=None):
         _figure(panels, figure)
         lines.append(f"\nRank histograms: {os.path.relpath(figure, os.path.dirname(path))}")
     return "\n".join(lines)
+
+
+def _nuts_summary(by, order):
+    """The NUTS rows of the records that have them: coverage, chi-square, seconds."""
+    lines = []
+    for name in order:
+        rs = [r for r in by[name] if "nuts" in r]
+        if not rs:
+            continue
+        if not lines:
+            lines = ["NUTS from the fit (one chain), the same datasets:", "",
+                     "| family | datasets | coefficient | 50% / 90% / 95% intervals cover | "
+                     "rank chi-square p | Laplace 90% cover, same datasets | median s |",
+                     "|---|---|---|---|---|---|---|"]
+        for j, c in enumerate(rs[0]["nuts"]["coefficients"]):
+            cov = [np.mean([r["nuts"]["coefficients"][c]["covers"][str(p)] for r in rs])
+                   for p in LEVELS]
+            p_val = _chi2([r["nuts"]["coefficients"][c]["rank"] for r in rs])[0]
+            lap = np.mean([r["coefficients"][c]["covers"]["0.9"] for r in rs])
+            secs = records.median([r["nuts"]["seconds"] for r in rs])
+            lines.append(f"| {name if j == 0 else ''} | {len(rs) if j == 0 else ''} | {c} | "
+                         f"{' / '.join(f'{x:.2f}' for x in cov)} | {p_val:.3f} | {lap:.2f} | "
+                         f"{secs:.0f} |")
+    return lines
 
 
 def _figure(panels, path):
@@ -550,6 +605,9 @@ def main(argv=None):
     p.add_argument("--families", default=None, help="comma-separated (default: all)")
     p.add_argument("--seeds", default="0-99")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--nuts", default=None,
+                   help="WARMUP+DRAWS: NUTS from each fit too, one chain (e.g. 300+300; "
+                        "use another --out)")
     p.add_argument("--figure", default=FIGURE)
     args = p.parse_args(argv)
     if not args.summary:
