@@ -87,6 +87,16 @@ class LinearisedConditioning:
         r""":math:`\log p(\theta) + \log p(\eta)`: each learned coefficient's prior (its
         declared one, else the weak default of :func:`default_coefficient_log_prior`) and
         the GP's parameters' given ``priors``."""
+        total = self.coefficient_log_prior()
+        for name, owner, p in self.hyperparameters():
+            prior = self.priors.get(name)
+            if prior is not None:
+                total = total + prior.log_prob(getattr(owner, p)).sum()
+        return total
+
+    def coefficient_log_prior(self):
+        r""":math:`\log p(\theta)`: each learned coefficient's prior (its declared one, else
+        the weak default of :func:`default_coefficient_log_prior`)."""
         total = 0.0
         for _, owner, p in self._coefficients():
             spec = owner.specs[p]
@@ -95,10 +105,6 @@ class LinearisedConditioning:
             else:
                 total = total + default_coefficient_log_prior(
                     spec, getattr(owner, p + "_unconstrained"))
-        for name, owner, p in self.hyperparameters():
-            prior = self.priors.get(name)
-            if prior is not None:
-                total = total + prior.log_prob(getattr(owner, p)).sum()
         return total
 
     def hyperparameters(self):

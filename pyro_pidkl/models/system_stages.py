@@ -14,8 +14,10 @@ off, 41 nats less likely than the data alone). Both end points are judged on
         \sum_i \big(y_{c,i} - x_c(t_{c,i}; \theta, x_0)\big)^2,
 
 the negative log-likelihood of the data under the trajectory from the best initial state,
-each output's noise at its maximum (:func:`trajectory_cost`): what NumPyro or Stan with an
-ODE solver would maximise. Where the fit ends worse than shooting by more than
+each output's noise at its maximum, less the coefficients' log prior
+:math:`\log p(\theta)` (:func:`trajectory_cost`): the negative log posterior that NumPyro
+or Stan with an ODE solver would maximise, with the model's own priors (a declared prior
+that pulls a rate away from the data's optimum is the user's statement, not a failed fit). Where the fit ends worse than shooting by more than
 :math:`\tfrac12 \chi^2_{p}(0.99)` (outside the 99% likelihood region of shooting's answer,
 ``p`` coefficients), it is fitted again from shooting's coefficients (a rate that ran to a
 boundary brought back within reach of its start); if that is still worse, the coefficients
@@ -56,7 +58,7 @@ def _shooting_setup(model):
 
 
 def trajectory_cost(model, theta=None, x0=None):
-    r""":math:`c(\theta)` (module docstring) of a :class:`ConditionedSystemGP` that is an
+    r""":math:`c(\theta) - \log p(\theta)` (module docstring) of a :class:`ConditionedSystemGP` that is an
     explicit ODE with data, at unconstrained coefficients ``theta`` (``(P,)``; default the
     current ones), the initial state fitted by single shooting from ``x0`` (default: the
     posterior means at the first time).
@@ -82,7 +84,8 @@ def trajectory_cost(model, theta=None, x0=None):
         traj = ode.integrate(t0, torch.as_tensor(found.x0)[None], grid)
     if traj is None:
         return None
-    cost = 0.0
+    with torch.no_grad(), parameters_at(tensors, values):
+        cost = -float(model.coefficient_log_prior())       # the coefficients' priors too
     for c, (t, y) in enumerate(observations):
         if len(t):
             r = traj[0][c][np.searchsorted(grid, t)] - y
@@ -116,8 +119,11 @@ def keep_best_stage(model, refit):
     model.stage_costs, model.kept_stage = {}, "fit"
     if shot is None or not shot.improved or not model._coefficients():
         return
+    # shooting's answer within reach of the starts: a rate that ran to a boundary (1e-200)
+    # is judged, and refitted from, where the priors still see it
+    reach = _within_reach(model, shot.theta)
     fitted = trajectory_cost(model)
-    shooting = trajectory_cost(model, shot.theta, shot.x0)
+    shooting = trajectory_cost(model, reach, shot.x0)
     if fitted is None or shooting is None:
         return
     tol = stage_tolerance(len(shot.theta))
@@ -127,7 +133,7 @@ def keep_best_stage(model, refit):
     observations, t0, _, _ = _shooting_setup(model)
     state = copy.deepcopy(model.state_dict())
     # again from shooting's answer (its trajectory the linearisation point)
-    model._apply_shooting(shot, t0, _within_reach(model, shot.theta))
+    model._apply_shooting(shot, t0, reach)
     refit()
     again = trajectory_cost(model)
     if again is not None:
@@ -136,7 +142,7 @@ def keep_best_stage(model, refit):
             model.kept_stage = "refit"
             return
     # still worse: the coefficients held at shooting's, the GPs fitted to them
-    model._apply_shooting(shot, t0)
+    model._apply_shooting(shot, t0, reach)
     model._hold_coefficients = True
     try:
         refit()
