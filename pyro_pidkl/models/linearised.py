@@ -15,6 +15,7 @@ collocation points and whose second-to-last over ``indices``), ``_residual_size(
 ``_cache``.
 """
 
+import contextlib
 import copy
 import math
 
@@ -27,6 +28,7 @@ from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteErro
 from ..infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
                              sigma_points)
 from ..param_scope import own_parameters
+from ..physics.collocation import maximin_subset
 from ..physics.linearise import relative
 
 __all__ = ["COEFFICIENT_PRIOR_SD", "ConvergenceWarning", "GaussNewtonResult",
@@ -163,6 +165,34 @@ class LinearisedConditioning:
                          f"everywhere; got every datum 0 and {self._what()} zero at f = 0: "
                          f"f = 0 fits both exactly for any coefficients, and the fit's scale "
                          f"would collapse to zero (nothing to learn)")
+
+    @contextlib.contextmanager
+    def collocation_held_to(self, count):
+        r"""Condition on ``count`` of the equation's collocation points (a maximin subset;
+        a condition's points all kept) inside the ``with`` block, and put everything back
+        exactly on leaving it: the linearisation point is the stored one's restriction to
+        the subset, and nothing is written. What a sampler uses to evaluate the density at
+        a fraction of the cost (:func:`~pyro_pidkl.infer.nuts.sample_coefficients`, which
+        corrects its draws by importance weights at all points)."""
+        M = self.Z.shape[0]
+        E = M - getattr(self, "condition_rows", 0)
+        if count is None or count >= E:
+            yield self
+            return
+        eq_idx = maximin_subset(self.Z_s[:E], int(count))
+        idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
+        saved = {name: getattr(self, name) for name in ("Z", "Z_s", "f0", "row_noise")
+                 if hasattr(self, name)}
+        self.Z, self.Z_s, self.f0 = saved["Z"][idx], saved["Z_s"][idx], saved["f0"][..., idx]
+        if "row_noise" in saved:
+            self.row_noise = saved["row_noise"][idx]
+        self._cache = None
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+            self._cache = None
 
     def _gauss_newton(self, f0, max_iter=None):
         r"""Damped Gauss-Newton from ``f0`` at the current parameters, in local variables:
