@@ -364,8 +364,11 @@ def _importance_correction(target, model, unconstrained, count, num_chains):
     if not np.isfinite(raw).all():
         raw = np.where(np.isfinite(raw), raw, -np.inf)
     S = unconstrained.shape[0] // num_chains
-    lw, khat = array_stats.psislw(raw.reshape(1, -1), axis=-1)
-    lw = np.asarray(lw).reshape(num_chains, S)
+    try:
+        lw, khat = array_stats.psislw(raw.reshape(1, -1), axis=-1)
+        lw = np.asarray(lw).reshape(num_chains, S)
+    except ValueError:          # too few draws for a Pareto fit of the tail: raw weights
+        lw, khat = raw.reshape(num_chains, S), float("nan")
     out = []
     for c in range(num_chains):
         w = np.exp(lw[c] - lw[c].max())
