@@ -81,7 +81,7 @@ def run(case, setting, warmup, draws, chains):
             "r_hat_max": max(v["r_hat"] for v in summary.values()),
             "n_eff_min": min(v["n_eff"] for v in summary.values()),
             "divergences": sum(len(v) for v in out.diagnostics["divergences"].values()),
-            "khat": out.diagnostics.get("khat"),
+            "khat": out.diagnostics.get("khat"), "excess": out.diagnostics.get("excess"),
             "coefficients": {n: [summary[n]["lower"], summary[n]["upper"]]
                              for n in out.coefficients},
             "laplace": {n: [v["lower"], v["upper"]] for n, v in laplace.items()},
@@ -92,12 +92,14 @@ def summary(path):
     recs = records.latest(records.read_records(path),
                           lambda r: (r["case"], r["setting"], r["warmup"], r["draws"]))
     lines = ["| case | setting | chains x (warm-up + draws) | seconds | R-hat (max) | "
-             "effective size (min) | divergences | k-hat | 90% intervals (NUTS; Laplace) | "
+             "effective size (min) | divergences | k-hat (excess nats) | 90% intervals (NUTS; Laplace) | "
              "commit |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs.values():
         iv = "; ".join(f"{n} [{a:.4g}, {b:.4g}] ([{r['laplace'][n][0]:.4g}, "
                        f"{r['laplace'][n][1]:.4g}])" for n, (a, b) in r["coefficients"].items())
         kh = f"{r['khat']:.2f}" if r.get("khat") is not None else "-"
+        if r.get("excess") is not None:
+            kh += f" (excess {r['excess']:.0f})"
         lines.append(f"| {r['case']} | {r['setting']} | {r['chains']} x ({r['warmup']} + "
                      f"{r['draws']}) | {r['seconds']:.0f} | {r['r_hat_max']:.3f} | "
                      f"{r['n_eff_min']:.0f} | {r['divergences']} | {kh} | {iv} | "
