@@ -29,7 +29,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-__all__ = ["ShootingResult", "fit_by_shooting"]
+__all__ = ["ShootingResult", "fit_by_shooting", "profiled_nll"]
 
 
 @dataclass
@@ -37,8 +37,11 @@ class ShootingResult:
     r"""What :func:`fit_by_shooting` found: ``theta`` the coefficients (unconstrained,
     ``(P,)``), ``x0`` the initial state ``(C,)`` at ``t0``, ``cost`` half the sum of squared
     standardised residuals at the end (single shooting), ``sd`` the noise scales it ended
-    with ``(C,)``, ``start_cost`` the same objective at the start, and ``stages`` each
-    stage's ``(segments, weight, cost)``."""
+    with ``(C,)``, ``start_cost`` the same objective at the start, ``stages`` each
+    stage's ``(segments, weight, cost)``, and ``nll`` the profiled negative
+    log-likelihood of the data at the end, :math:`\sum_c (n_c/2) \log \overline{r_c^2}`
+    (each output's noise at its maximum: comparable between fits whatever their noise
+    scales)."""
 
     theta: np.ndarray
     x0: np.ndarray
@@ -46,6 +49,7 @@ class ShootingResult:
     sd: np.ndarray
     start_cost: float
     stages: list = field(default_factory=list)
+    nll: float = float("inf")
 
     @property
     def improved(self):
@@ -122,7 +126,8 @@ def _segment_states(ode, theta_values, x0, t0, edges):
 
 
 def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
-                    segments=None, weights=(1.0, 10.0, 100.0), max_nfev=60, refine_sd=True):
+                    segments=None, weights=(1.0, 10.0, 100.0), max_nfev=60, refine_sd=True,
+                    judged_from=None):
     r"""Fit an ODE's coefficients and initial state to data by multiple shooting, then
     single shooting (module docstring).
 
@@ -141,6 +146,9 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     :param weights: the continuity weights of the multiple-shooting stages.
     :param int max_nfev: evaluations of the residuals per stage, at most (each with its
         Jacobian).
+    :param judged_from: ``(theta, x0)`` where ``start_cost`` is measured (default: the
+        start): a fit started elsewhere (another start's answer) judged against the
+        caller's own start.
     :returns: a :class:`ShootingResult`.
     """
     scale = np.asarray(scale, dtype=float)
@@ -164,6 +172,8 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         return 0.5 * float(np.sum(shooting(sd).fun(np.r_[theta, x0 / scale]) ** 2))
 
     theta_start, x_start = theta.copy(), x0.copy()
+    judge = (theta_start, x_start) if judged_from is None else tuple(
+        np.asarray(v, dtype=float) for v in judged_from)
     candidates = []
     # multiple shooting from the start's trajectory (or from x0 everywhere where it fails)
     if segments > 1:
@@ -195,5 +205,21 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         theta, x0, cost = single(theta, x0, sd, max_nfev)
         stages.append((1, 0.0, cost))
     # the start's cost at the noise scales the fit ended with: the two compare
-    start_cost = single_cost(theta_start, x_start, sd)
-    return ShootingResult(theta, x0, cost, sd, start_cost, stages)
+    start_cost = single_cost(*judge, sd)
+    return ShootingResult(theta, x0, cost, sd, start_cost, stages,
+                          profiled_nll(shooting(sd), np.r_[theta, x0 / scale]))
+
+
+def profiled_nll(shooting, v):
+    r""":math:`\sum_c (n_c/2) \log \overline{r_c^2}`, the data's negative log-likelihood
+    under the single-shooting trajectory of ``v`` (coefficients, then the initial state over
+    the scale), each output's noise at its maximum (``inf`` where the integration fails)."""
+    r = shooting.batch(v[None])
+    if r is None:
+        return float("inf")
+    r = r[0][:len(shooting.obs_c)] * shooting.sd[shooting.obs_c]
+    out = 0.0
+    for c in np.unique(shooting.obs_c):
+        rc = r[shooting.obs_c == c]
+        out += 0.5 * len(rc) * np.log(max(float(np.mean(rc ** 2)), 1e-300))
+    return float(out)

@@ -51,6 +51,7 @@ from ..physics.ode import explicit_ode
 from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import LinearisedConditioning, with_point_priors
+from .system_starts import default_starts, shoot_from_many_starts
 from .system_stages import keep_best_stage
 from .system_data import split_by_output
 
@@ -115,6 +116,10 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         :class:`PhysicsConditionedGP`).
     :param dict priors: priors on the GPs' own parameters by name (as
         :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
+    :param int multistart: for an explicit ODE with data, the number of starts of the
+        shooting stage's search over the coefficients and the initial states of outputs
+        nobody measured (:mod:`~pyro_pidkl.models.system_starts`; default: 64 per searched
+        dimension, 64 to 512; ``0`` shoots from gradient matching's answer alone).
     """
 
     deterministic = True
@@ -124,7 +129,7 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                  design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
                  noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
                  newton_max_iter=30, seed=0, parameter_uncertainty=True, priors=None,
-                 dtype=torch.float64):
+                 multistart=None, dtype=torch.float64):
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -246,6 +251,13 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
                  f"residuals of system {system.name!r}: the fit cannot learn "
                  f"{'it' if len(unused) == 1 else 'them'} (fix them, or check the system)")
         self.ode = explicit_ode(system, names, seed=seed)     # None unless f' = F(t, f)
+        if multistart is None:
+            multistart = default_starts(len(coefficients), sum(n == 0 for n in self.counts))
+        elif isinstance(multistart, bool) or not isinstance(multistart, int) or multistart < 0:
+            raise ValueError(f"Expected multistart to be a number of starts >= 0; got "
+                             f"{multistart!r}")
+        self.multistart = int(multistart)
+        self.multistart_result = None         # the last search (MultistartResult)
         self._loose_start = False
         self._shot = None                     # (start, ShootingResult) of the last shooting
         self.register_buffer("f0", torch.zeros(C, len(self.indices), Z.shape[0], dtype=dtype))
@@ -441,9 +453,12 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         r"""For a system that is an explicit ODE :math:`f' = F(t, f; \theta)`
         (:func:`~pyro_pidkl.physics.ode.explicit_ode`; other systems are left as they are),
         fit the learned coefficients and every output's initial state to the data by
-        multiple, then single shooting (:func:`~pyro_pidkl.infer.shooting.fit_by_shooting`),
-        from the current coefficients (:meth:`match_gradients` gives them) and the current
-        jets. Where that ends below where it started, the coefficients are set, and so is
+        multiple, then single shooting, from a design of starts around the user's
+        coefficients and the current ones (:meth:`match_gradients` gives them), the initial
+        states of outputs nobody measured searched too
+        (:func:`~pyro_pidkl.models.system_starts.shoot_from_many_starts`; with
+        ``multistart=0``, or ``segments`` given, from the current coefficients and jets
+        alone: :func:`~pyro_pidkl.infer.shooting.fit_by_shooting`). Where that ends below where it started, the coefficients are set, and so is
         the linearisation point: the integrated trajectory's values and derivatives at Z
         (and an unobserved output's prior centre at the trajectory's mean). Gradient
         matching alone lets the scale of an output nobody measured trade off against the
@@ -477,8 +492,12 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         if self._shot is not None and self._shot[0] == key:
             result = self._shot[1]
         else:
-            result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
-                                     segments=segments)
+            if self.multistart > 1 and segments is None:
+                result = shoot_from_many_starts(self, coefficients, x0, jets, t0, t1,
+                                                observations, scale, sd, self.multistart)
+            else:
+                result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale,
+                                         sd, segments=segments)
             self._shot = (key, result)
         if not result.improved:
             return result

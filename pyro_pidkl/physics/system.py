@@ -75,9 +75,10 @@ class EquationSystem(Equation):
     def evaluate(self, fields, points, names, values=None):
         """``psi`` on ``fields`` (``{output: Field}``) at ``points`` ``(m, d)``: the ``E``
         residuals stacked ``(E, m)``, checked."""
-        params = self.parameter_values()
-        params.update({k: torch.as_tensor(v, dtype=points.dtype)
-                       for k, v in (values or {}).items()})
+        given = {k: torch.as_tensor(v, dtype=points.dtype) for k, v in (values or {}).items()}
+        params = {n: given[n] if n in given else getattr(self, n)
+                  for n in self.parameter_names}
+        params.update(given)
         out = self.psi(Functions(fields), Inputs(points, names), **params)
         m = points.shape[0]
         if isinstance(out, (Field, torch.Tensor)):

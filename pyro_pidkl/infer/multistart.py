@@ -1,0 +1,221 @@
+r"""Many starts of shooting at once: the basin of an ODE's coefficients, and of the initial
+states nobody measured, found from a design of starts fitted together in one batch.
+
+Fitting an ODE's trajectories to data from one start (:mod:`~pyro_pidkl.infer.shooting`)
+finds the optimum of the basin it starts in. Where gradient matching's start is in the
+wrong basin (a rate at zero that cuts an unmeasured component out of the equations, as on
+Hes1), another start is needed, and which one is not known. Here ``S`` starts, the rates
+spread over a box in their unconstrained space (a Sobol design) and the initial states of
+unmeasured outputs over their prior's range, are each fitted by multiple shooting
+(Bock 1981: ``K`` segments, each from its own state, the measured outputs' states started
+at the data) and then single shooting, by Levenberg-Marquardt, **all at once**: every
+start's residuals and finite-difference Jacobian columns are trajectories of one batch,
+integrated by fixed-step Runge-Kutta (:meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate_fixed`),
+so that a Jacobian of thirty-two starts costs one pass of the integrator over a few
+thousand trajectories. A start whose trajectory blows up is dropped. The starts are
+ranked on the profiled negative log-likelihood of their single-shooting trajectories,
+
+.. math:: c = \sum_c \frac{n_c}{2} \log \frac{1}{n_c} \sum_i
+    \big(y_{c,i} - x_c(t_{c,i}; \theta, x_0)\big)^2,
+
+and the best few are refined by the adaptive solver (:func:`~pyro_pidkl.infer.shooting.fit_by_shooting`)
+by the caller.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["MultistartResult", "multistart_shooting", "start_design"]
+
+
+@dataclass
+class MultistartResult:
+    r"""What :func:`multistart_shooting` found, best first: ``theta`` ``(S, P)`` the
+    coefficients (unconstrained), ``x0`` ``(S, C)`` the initial states at ``t0``, ``cost``
+    ``(S,)`` the profiled negative log-likelihood of each start's single-shooting
+    trajectory (``inf`` where it failed), ``start_cost`` the same at each start before
+    fitting (in the starts' order), and ``seconds`` the time it took."""
+
+    theta: np.ndarray
+    x0: np.ndarray
+    cost: np.ndarray
+    start_cost: np.ndarray
+    seconds: float
+
+
+def start_design(centre, half_width, n, seed=0):
+    r"""``n`` points ``(n, D)`` of a scrambled Sobol design in the box
+    ``centre +- half_width`` (each ``(D,)``), the first of them the centre itself."""
+    from scipy.stats import qmc
+    centre = np.asarray(centre, dtype=float)
+    half_width = np.asarray(half_width, dtype=float)
+    out = np.tile(centre, (n, 1))
+    if n > 1 and centre.size:
+        m = int(math.ceil(math.log2(n - 1))) if n > 2 else 0
+        u = qmc.Sobol(centre.size, scramble=True, seed=seed).random_base2(m)[:n - 1]
+        out[1:] = centre + half_width * (2 * u - 1)
+    return out
+
+
+class _Batch:
+    """The residuals of ``K`` shooting segments for a batch of parameter vectors."""
+
+    def __init__(self, ode, observations, transforms, t0, t1, K, scale, sd, steps):
+        self.ode, self.transforms = ode, transforms
+        self.C, self.K, self.P = len(scale), K, len(transforms)
+        self.scale = torch.as_tensor(scale, dtype=torch.float64)
+        self.sd = torch.as_tensor(sd, dtype=torch.float64)
+        self.edges = np.linspace(t0, t1, K + 1)
+        delta = self.edges[1] - self.edges[0]
+        rows = []
+        for c, (t, y) in enumerate(observations):
+            for ti, yi in zip(t, y):
+                k = min(max(int((ti - t0) // delta), 0), K - 1)
+                rows.append((c, k, ti - self.edges[k], yi))
+        self.local = np.unique(np.r_[[r[2] for r in rows], delta])
+        where = {v: j for j, v in enumerate(self.local)}
+        self.obs_c = torch.tensor([r[0] for r in rows], dtype=torch.long)
+        self.obs_k = torch.tensor([r[1] for r in rows], dtype=torch.long)
+        self.obs_j = torch.tensor([where[r[2]] for r in rows], dtype=torch.long)
+        self.obs_y = torch.tensor([r[3] for r in rows], dtype=torch.float64)
+        self.max_step = delta / steps
+        self.weight = 0.0
+
+    @property
+    def size(self):
+        return self.P + self.K * self.C
+
+    def __call__(self, V):
+        """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``; a row with a
+        failed trajectory is ``nan``."""
+        B, K, C, P = V.shape[0], self.K, self.C, self.P
+        values = {n: t(V[:, i]).repeat_interleave(K) for i, (n, t) in enumerate(self.transforms)}
+        S = V[:, P:].reshape(B, K, C)
+        x = (S * self.scale).reshape(B * K, C)
+        offset = torch.as_tensor(np.tile(self.edges[:K], B))
+        traj = self.ode.integrate_fixed(x, self.local, values, offset, self.max_step)
+        traj = traj.reshape(B, K, C, -1)
+        fit = traj[:, self.obs_k, self.obs_c, self.obs_j]
+        out = [(self.obs_y - fit) / self.sd[self.obs_c]]
+        if K > 1:
+            ends = traj[:, :-1, :, -1] / self.scale
+            out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))
+        r = torch.cat(out, 1)
+        bad = ~torch.isfinite(r).all(1)
+        r[bad] = float("nan")
+        return r
+
+    def profiled(self, r):
+        """:math:`\\sum_c (n_c/2) \\log \\overline{r_c^2}` ``(B,)`` in data units from
+        single-shooting residuals ``r`` ``(B, N)``."""
+        data = r[:, :self.obs_y.numel()] * self.sd[self.obs_c]
+        out = torch.zeros(r.shape[0], dtype=r.dtype)
+        for c in range(self.C):
+            m = self.obs_c == c
+            if bool(m.any()):
+                out = out + 0.5 * int(m.sum()) * data[:, m].pow(2).mean(1).clamp(
+                    min=1e-300).log()
+        return torch.where(torch.isfinite(out), out, torch.full_like(out, math.inf))
+
+
+def _levenberg_marquardt(residuals, V, iterations, tol=1e-8):
+    """Minimise ``0.5 |residuals(v)|^2`` from every row of ``V`` ``(S, n)`` at once; each row
+    its own damping. Returns ``(V, cost)``; a row that failed is ``inf``."""
+    S, n = V.shape
+    V = V.clone()
+    r = residuals(V)
+    cost = 0.5 * r.pow(2).sum(1)
+    cost = torch.where(torch.isfinite(cost), cost, torch.full_like(cost, math.inf))
+    lam = torch.full((S,), 1e-2, dtype=V.dtype)
+    active = torch.isfinite(cost)
+    stalls = torch.zeros(S, dtype=torch.long)
+    J = torch.zeros(S, r.shape[1], n, dtype=V.dtype)
+    stale = active.clone()
+    eye = torch.eye(n, dtype=V.dtype)
+    for _ in range(iterations):
+        if not bool(active.any()):
+            break
+        idx = torch.nonzero(stale & active).flatten()
+        if idx.numel():
+            h = 1e-6 * V[idx].abs().clamp(min=1.0)                       # (b, n)
+            cols = V[idx][:, None, :] + torch.diag_embed(h)               # (b, n, n)
+            rc = residuals(cols.reshape(-1, n)).reshape(idx.numel(), n, -1)
+            J[idx] = ((rc - r[idx][:, None, :]) / h[:, :, None]).transpose(1, 2)
+            bad = ~torch.isfinite(J[idx]).all(2).all(1)
+            active[idx[bad]] = False
+        ia = torch.nonzero(active).flatten()
+        if not ia.numel():
+            break
+        Ja, ra = J[ia], r[ia]
+        A = Ja.transpose(1, 2) @ Ja
+        g = (Ja.transpose(1, 2) @ ra[..., None])[..., 0]
+        D = torch.diagonal(A, dim1=1, dim2=2).clamp(min=1e-12)
+        M = A + lam[ia, None, None] * torch.diag_embed(D) + 1e-12 * eye
+        step, info = torch.linalg.solve_ex(M, -g[..., None])
+        step = step[..., 0]
+        ok = (info == 0)[:, None] & torch.isfinite(step)
+        step = torch.where(ok, step, torch.zeros_like(step))    # a singular row: damped more
+        Vn = V[ia] + step
+        rn = residuals(Vn)
+        cn = 0.5 * rn.pow(2).sum(1)
+        cn = torch.where(torch.isfinite(cn), cn, torch.full_like(cn, math.inf))
+        better = cn < cost[ia]
+        gain = (cost[ia] - cn) / cost[ia].clamp(min=1e-300)
+        up = ia[better]
+        V[up], r[up], cost[up] = Vn[better], rn[better], cn[better]
+        lam[up] = (lam[up] / 3).clamp(min=1e-9)
+        lam[ia[~better]] = lam[ia[~better]] * 4
+        stale = torch.zeros(S, dtype=torch.bool)
+        stale[up] = True
+        small = better & (gain < tol)
+        stalls[ia] = torch.where(small, stalls[ia] + 1,
+                                 torch.where(better, torch.zeros_like(stalls[ia]), stalls[ia]))
+        active[ia[(stalls[ia] >= 3) | (lam[ia] > 1e10)]] = False
+    return V, cost
+
+
+def multistart_shooting(ode, observations, transforms, theta_starts, state_starts, t0, t1,
+                        scale, sd, segments=None, weights=(1.0, 10.0, 100.0), iterations=30,
+                        steps=16):
+    r"""Fit the ODE's trajectories to the data from every start at once (module docstring).
+
+    :param ode: an :class:`~pyro_pidkl.physics.ode.ExplicitODE`.
+    :param observations: per output, ``(t, y)`` arrays (empty for an output never
+        observed).
+    :param transforms: ``[(name, transform)]``: each learned coefficient and the transform
+        from its unconstrained space.
+    :param theta_starts: ``(S, P)`` unconstrained coefficients, one row per start.
+    :param state_starts: ``(S, K, C)`` each start's states at the ``K`` segments' left ends
+        (user units; ``K`` is the number of segments).
+    :param float t0: where the trajectories start; ``t1``: the last datum's time.
+    :param scale: each output's typical size ``(C,)``; ``sd`` its noise scale ``(C,)``.
+    :param weights: the continuity weights of the multiple-shooting stages.
+    :param int iterations: Levenberg-Marquardt iterations per stage, at most.
+    :param int steps: Runge-Kutta steps per segment.
+    :returns: a :class:`MultistartResult`.
+    """
+    began = time.perf_counter()
+    theta_starts = torch.as_tensor(np.asarray(theta_starts, dtype=float))
+    states = torch.as_tensor(np.asarray(state_starts, dtype=float))
+    S, K, C = states.shape
+    P = theta_starts.shape[1]
+    scale_t = torch.as_tensor(np.asarray(scale, dtype=float))
+    multi = _Batch(ode, observations, transforms, t0, t1, K, scale, sd, steps)
+    single = _Batch(ode, observations, transforms, t0, t1, 1, scale, sd, steps * K)
+    with torch.no_grad():
+        V = torch.cat([theta_starts, (states / scale_t).reshape(S, -1)], 1)
+        start_cost = single.profiled(single(V[:, :P + C]))
+        if K > 1:
+            for w in weights:
+                multi.weight = w
+                V, _ = _levenberg_marquardt(multi, V, iterations)
+        W, _ = _levenberg_marquardt(single, V[:, :P + C], iterations)
+        cost = single.profiled(single(W))
+    order = torch.argsort(cost)
+    return MultistartResult(W[order, :P].numpy(), (W[order, P:] * scale_t).numpy(),
+                            cost[order].numpy(), start_cost.numpy(),
+                            time.perf_counter() - began)
