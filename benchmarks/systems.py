@@ -15,8 +15,18 @@ interval is the whole range, which covers anything; PI-DKL's are point estimates
 time (build, fit, intervals, prediction; the conditioned GP's fit alone as ``fit_s``), one
 thread.
 
+The exact-ODE peer (``numpyro``, for the four ODEs): NumPyro's NUTS with the ODE solved in
+the likelihood (``benchmarks/peers/numpyro_ode.py``, in its own environment named by
+``PIDKL_PEER_PYTHON``; its versions go in each record), 2 chains of 1000 + 1000 started at
+the truth: the reference posterior on the same data. The summary's last table says how
+often the conditioned GP's 95% interval holds the posterior mean and how wide it is against
+the posterior's 95% interval.
+
     python benchmarks/systems.py                 # records in docs/results/systems.jsonl
+    PIDKL_PEER_PYTHON=~/peer/bin/python python benchmarks/systems.py --methods numpyro
     python benchmarks/systems.py --summary
+
+(the peer's environment: ``python -m venv ~/peer && ~/peer/bin/pip install numpyro``)
 """
 
 import argparse
@@ -30,7 +40,7 @@ import records  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
-METHODS = ("system", "pidkl", "skl", "dkl")
+METHODS = ("system", "pidkl", "skl", "dkl", "numpyro")
 
 
 def run(name, method, seed):
@@ -58,7 +68,26 @@ def run(name, method, seed):
                 "value": v["value"], "truth": true,
                 "rel_error": abs(v["value"] - true) / abs(true),
                 "covered95": bool(v["lower"] <= true <= v["upper"]),
+                "lower": v["lower"], "upper": v["upper"],
                 "identified": bool(v["identified"])}
+    elif method == "numpyro":
+        peer = run_peer(p, seed)
+        if "refused" in peer:
+            return {"outputs": {}, "coefficients": {}, "seconds": 0.0, **peer}
+        for n, v in peer["coefficients"].items():
+            true = p.coefficients[n]
+            out["coefficients"][n] = dict(v, value=v["mean"], truth=true,
+                                          rel_error=abs(v["mean"] - true) / abs(true),
+                                          covered95=bool(v["lower"] <= true <= v["upper"]))
+        T = p.test.shape[0]
+        pred = [(torch.tensor(peer["outputs"][o]["mean"], dtype=torch.float64),
+                 torch.tensor(peer["outputs"][o]["var"], dtype=torch.float64)) for o in outputs]
+        mean_test = torch.stack([m[:T] for m, _ in pred], 1)
+        var_test = torch.stack([v[:T] for _, v in pred], 1)
+        mean_grid = torch.stack([m[T:] for m, _ in pred], 1)
+        var_grid = torch.stack([v[T:] for _, v in pred], 1)
+        out.update(peer_seconds=peer["seconds"], divergences=peer["divergences"],
+                   versions=peer["versions"], settings=peer["settings"])
     elif method == "pidkl":
         if any(o not in p.data for o in outputs):      # its draws need data of every output
             return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
@@ -91,7 +120,7 @@ def run(name, method, seed):
                 "observed": True,
                 "rmse": pk.rmse(mean_test[:, c], truth_test[:, c]),
                 "coverage95": pk.coverage(mean_test[:, c], var_test[:, c], truth_test[:, c])}
-        elif method == "system":
+        elif method in ("system", "numpyro"):
             rng = float(truth_grid[:, c].max() - truth_grid[:, c].min())
             rmse = pk.rmse(mean_grid[:, c], truth_grid[:, c])
             out["outputs"][o] = {
@@ -99,6 +128,41 @@ def run(name, method, seed):
                 "coverage95": pk.coverage(mean_grid[:, c], var_grid[:, c], truth_grid[:, c])}
     out["seconds"] = seconds
     return out
+
+
+def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
+    """NumPyro's NUTS on the exact ODE likelihood of problem ``p``
+    (``benchmarks/peers/numpyro_ode.py``, run by ``PIDKL_PEER_PYTHON``): its JSON answer, or
+    ``{"refused": why}``."""
+    import json
+    import math
+    import subprocess
+    import torch
+    python = os.environ.get("PIDKL_PEER_PYTHON")
+    if not python:
+        return {"refused": "no peer interpreter (set PIDKL_PEER_PYTHON)"}
+    if p.name not in ("fitzhugh_nagumo", "lotka_volterra", "sir", "hes1"):
+        return {"refused": "not an ODE the peer script writes"}
+    t0 = min([float(p.domain.bounds["t"][0])]
+             + [float(X[:, 0].min()) for X, _ in p.data.values()])
+    start = p.truth(torch.tensor([[t0]], dtype=torch.float64))[0]
+    spec = {"system": p.name, "outputs": list(p.system.outputs),
+            "coefficients": list(p.system.parameter_names),
+            "observations": {o: [X[:, 0].tolist(), y.tolist()] for o, (X, y) in p.data.items()},
+            "hidden": {o: list((p.scales or {}).get(o, (0.0, 1.0)))
+                       for o in p.system.outputs if o not in p.data},
+            "t0": t0, "predict": p.test[:, 0].tolist() + p.grid[:, 0].tolist(),
+            "seed": seed, "warmup": warmup, "samples": samples, "chains": chains,
+            # the reference posterior in the truth's basin: chains start at the truth
+            "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
+                     **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "numpyro_ode.py")
+    done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
+                          text=True)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()
+        return {"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
+    return json.loads(done.stdout)
 
 
 def _key(r):
@@ -138,7 +202,40 @@ def summary(path):
             f"{records.median([v['value'] for v, _ in vs]):.4g} | "
             f"{records.median([v['rel_error'] for v, _ in vs]):.1%} | {covered} | "
             f"{records.median([s for _, s in vs]):.1f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", against_the_exact_posterior(recs)])
+
+
+def against_the_exact_posterior(recs):
+    """Per coefficient, the conditioned system GP's 95% interval against NumPyro's exact-ODE
+    posterior on the same data (seed by seed): how often it holds the posterior mean, and
+    its width over the posterior's 95% interval; with the seconds of each."""
+    peer = {(r["problem"], r["seed"]): r for r in recs
+            if r["method"] == "numpyro" and r["coefficients"]}
+    lines = ["| system | coefficient | NumPyro mean (median) | intervals holding it | median "
+             "width ratio (ours / NumPyro) | R-hat (max) | seconds: ours, NumPyro (median) |",
+             "|---|---|---|---|---|---|---|"]
+    rows = {}
+    for r in recs:
+        q = peer.get((r["problem"], r["seed"]))
+        if r["method"] != "system" or q is None:
+            continue
+        for n, v in r["coefficients"].items():
+            if "lower" not in v:
+                continue
+            w = q["coefficients"][n]
+            rows.setdefault((r["problem"], n), []).append(
+                (w["mean"], v["lower"] <= w["mean"] <= v["upper"],
+                 (v["upper"] - v["lower"]) / (w["upper"] - w["lower"]), w["r_hat"],
+                 r["seconds"], q["peer_seconds"]))
+    for (prob, n), vs in sorted(rows.items(), key=lambda kv: (PROBLEMS.index(kv[0][0]),
+                                                              kv[0][1])):
+        lines.append(f"| {prob} | {n} | {records.median([v[0] for v in vs]):.4g} | "
+                     f"{sum(v[1] for v in vs)}/{len(vs)} | "
+                     f"{records.median([v[2] for v in vs]):.2f} | "
+                     f"{max(v[3] for v in vs):.3f} | "
+                     f"{records.median([v[4] for v in vs]):.0f}, "
+                     f"{records.median([v[5] for v in vs]):.0f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def main(argv=None):
@@ -149,12 +246,17 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seeds", default="0-2")
     args = p.parse_args(argv)
+    methods = args.methods.split(",")
+    if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON"):
+        print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
+        methods.remove("numpyro")
     if not args.summary:
         records.run_jobs(args.out, [
             ({"problem": name, "method": method, "seed": seed},
              lambda n=name, m=method, s=seed: run(n, m, s))
-            for name in args.problems.split(",") for method in args.methods.split(",")
-            for seed in records.seeds(args.seeds)], _key)
+            for name in args.problems.split(",") for method in methods
+            for seed in records.seeds(args.seeds)
+            if method != "numpyro" or name != "reaction_diffusion"], _key)
     print(summary(args.out))
 
 
