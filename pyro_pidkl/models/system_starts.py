@@ -40,7 +40,9 @@ LOG_RANGE = math.log(1000.0)
 def default_starts(num_coefficients, num_hidden):
     """Starts of the design when the user gives none: 64 per searched dimension (each
     coefficient, each unmeasured output's initial state), 64 to 512. On Hes1 (eight
-    dimensions), 128 starts found no start in the truth's basin, 256 one, 512 five."""
+    dimensions), 128 starts found no start in the truth's basin, 256 one, 512 five. The
+    cost grows slowly with the number of starts (one batch); it is the Levenberg-Marquardt
+    iterations, each a pass of the integrator, that cost."""
     return int(min(512, max(64, 64 * (num_coefficients + num_hidden))))
 
 
@@ -78,10 +80,11 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
     base = jets[:, 0, at].T.numpy()                                  # (K, C)
     centre, half = _design_box(model)
     loc = model.y_loc.numpy()
+    # gradient matching's answer, then the user's values, then the Sobol design
     design = start_design(np.r_[centre, loc[hidden]], np.r_[half, 3 * scale[hidden]],
-                          starts, seed=0)
+                          starts - 1, seed=0)
+    design = np.vstack([np.r_[[c[2] for c in coefficients], loc[hidden]], design])[:starts]
     theta = design[:, :len(centre)]
-    theta[0] = [c[2] for c in coefficients]           # gradient matching's answer first
     states = np.repeat(base[None], starts, 0)
     for j, c in enumerate(hidden):
         states[1:, :, c] = design[1:, len(centre) + j][:, None]
