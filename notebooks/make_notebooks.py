@@ -495,6 +495,71 @@ NOTEBOOKS = {
                "interval coverage, predictive coverage beyond the data, time): "
                "`docs/inference.md`."),
     ],
+    "08_lynx_hare": [
+        ("md", "# Real counts: the lynx and the hare\n\n"
+               "The Hudson's Bay Company's pelts, 1900-1920 (thousands per year), the record of "
+               "the Stan case study on Lotka-Volterra and of NumPyro's example; the library "
+               "holds it (`pk.datasets.lynx_hare`) with NumPyro's published posterior of the "
+               "rates. Counts of populations vary multiplicatively: the noise is log-normal. "
+               "Written for the **logs** `u = log hare`, `v = log lynx`, the Lotka-Volterra "
+               "system is `u' = alpha - beta e^v`, `v' = -gamma + delta e^u`, and Gaussian "
+               "noise on the logs is exactly log-normal noise on the counts: the "
+               "conditioned system GP needs nothing else."),
+        ("code", SETUP.format(steps=0) + "from pyro_pidkl.physics import EquationSystem\n"
+                 "from pyro_pidkl.datasets.lynx_hare import lynx_hare, REFERENCE_POSTERIOR\n"
+                 "t, hare, lynx = lynx_hare()          # t in years since 1900\n\n"
+                 "def lotka_volterra_log(f, x, alpha, beta, gamma, delta):\n"
+                 "    u, v = f[\"hare\"], f[\"lynx\"]      # log populations\n"
+                 "    return (u.d(\"t\") - (alpha - beta * torch.exp(v)),\n"
+                 "            v.d(\"t\") - (-gamma + delta * torch.exp(u)))\n\n"
+                 "def fit(years):\n"
+                 "    system = EquationSystem(lotka_volterra_log, outputs=(\"hare\", \"lynx\"),\n"
+                 "                            inputs=(\"t\",), alpha=1.0, beta=1.0, gamma=1.0, delta=1.0)\n"
+                 "    data = {\"hare\": (t[:years], hare[:years].log()),\n"
+                 "            \"lynx\": (t[:years], lynx[:years].log())}\n"
+                 "    model = pk.ConditionedSystemGP(system, data, domain=pk.Box(t=(0.0, 20.0)))\n"
+                 "    pk.fit(model, progress=False)\n"
+                 "    return model"),
+        ("md", "## All 21 years, against the published posterior\nThe rates start at 1 (the "
+               "published ones are 0.02-0.8); the fit's shooting stage searches a thousand-fold "
+               "range either way. 90% intervals (Laplace) beside NumPyro's:"),
+        ("code", "model = fit(21)\n"
+                 "ours = model.coefficient_intervals(prob=0.90)\n"
+                 "for k, (m, lo, hi) in REFERENCE_POSTERIOR.items():\n"
+                 "    v = ours[k]\n"
+                 "    print(f\"{k:6s} ours {v['value']:.4f} [{v['lower']:.4f}, {v['upper']:.4f}]   \"\n"
+                 "          f\"NumPyro {m:.4f} [{lo:.4f}, {hi:.4f}]   inside: {lo <= v['value'] <= hi}\")"),
+        ("md", "Every rate lands inside the published 90% interval; ours are wider (the GPs' "
+               "own parameters are integrated too, and Laplace on 21 points per species)."),
+        ("md", "## Fifteen years fitted, six forecast\nThe predictive interval includes the "
+               "observation noise (`noiseless=False`); on the log scale a band of the counts "
+               "is its exponential."),
+        ("code", "model15 = fit(15)\n"
+                 "grid = torch.linspace(0, 20, 201, dtype=torch.float64)\n"
+                 "mean, var = model(grid)                     # all 21 years\n"
+                 "mean15, var15 = model15(grid, noiseless=False)\n"
+                 "fig, axes = plt.subplots(1, 2, figsize=(10, 3))\n"
+                 "for j, (ax, name, y) in enumerate(zip(axes, (\"hare\", \"lynx\"), (hare, lynx))):\n"
+                 "    sd = var15[:, j].sqrt()\n"
+                 "    ax.fill_between(1900 + grid, (mean15[:, j] - 1.645 * sd).exp(),\n"
+                 "                    (mean15[:, j] + 1.645 * sd).exp(), alpha=0.3, label=\"90%, 15 years fitted\")\n"
+                 "    ax.plot(1900 + grid, mean15[:, j].exp(), label=\"mean, 15 years fitted\")\n"
+                 "    ax.plot(1900 + grid, mean[:, j].exp(), \"k:\", label=\"mean, 21 years fitted\")\n"
+                 "    ax.plot(1900 + t, y, \"k.\", label=\"pelts\")\n"
+                 "    ax.axvline(1914.5, color=\"grey\", lw=0.5)\n"
+                 "    ax.set_title(name)\n"
+                 "axes[0].legend(fontsize=7)\n"
+                 "held_mean, held_var = model15(t[15:], noiseless=False)\n"
+                 "for j, (name, y) in enumerate(((\"hare\", hare), (\"lynx\", lynx))):\n"
+                 "    z = (y[15:].log() - held_mean[:, j]) / held_var[:, j].sqrt()\n"
+                 "    print(name, \"held-out years inside the 90% interval:\", int((z.abs() < 1.645).sum()), \"of 6\")"),
+        ("md", "The lynx's six years fall inside; the hare's next rise (1917-1920) is "
+               "mostly missed. It is the model's miss, not the fit's: NumPyro's NUTS on the "
+               "exact ODE likelihood with the case study's priors, on the same 15 years, "
+               "puts the rates where this fit does (alpha 0.44, gamma 0.99 against 0.43 and "
+               "0.98) and holds 3 of the hare's 6 years (`python benchmarks/lynx_hare.py`, "
+               "`docs/systems.md`)."),
+    ],
 }
 
 

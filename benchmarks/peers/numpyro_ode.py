@@ -17,8 +17,10 @@ noise)`` with ``x`` the ODE's solution (rtol 1e-6). The chains start at ``init``
 caller gives the true rates and initial states: this is the reference posterior in the
 truth's basin, not a search for it; from NumPyro's default start, uniform in (-2, 2) on the
 unconstrained scale, 100 + 100 on Lotka-Volterra settled in the mode of a nearly constant
-trajectory, rates near 0.02). Returns per coefficient the posterior
-mean, sd, 2.5% and 97.5% quantiles, R-hat and effective sample size; per output the
+trajectory, rates near 0.02). With ``"priors": {"rates": {name: [loc, scale]}, "initial":
+[loc, scale], "noise": [loc, scale]}`` the model is the Stan case study's instead (each rate
+truncated normal at 0, each initial state normal, each noise log-normal). Returns per coefficient the posterior
+mean, sd, the central ``prob`` interval (default 0.95), R-hat and effective sample size; per output the
 posterior mean and variance of ``x(t)`` at ``predict``; the divergences, the seconds (one
 thread; compilation included) and the versions.
 """
@@ -65,8 +67,14 @@ def hes1_log(s, t, k):
                       -k["a"] * P + k["g"] / (1 + P ** 2) / H - k["h"]])
 
 
+def lotka_volterra_log(s, t, k):
+    """Lotka-Volterra for the logs of the populations (log-normal counts)."""
+    u, v = s[0], s[1]
+    return jnp.stack([k["alpha"] - k["beta"] * jnp.exp(v), -k["gamma"] + k["delta"] * jnp.exp(u)])
+
+
 SYSTEMS = {"fitzhugh_nagumo": fitzhugh_nagumo, "lotka_volterra": lotka_volterra, "sir": sir,
-           "hes1": hes1_log}
+           "hes1": hes1_log, "lotka_volterra_log": lotka_volterra_log}
 
 
 def main():
@@ -83,13 +91,21 @@ def main():
     def vector_field(s, t, *theta):
         return rhs(s, t, dict(zip(names, theta)))
 
+    priors = spec.get("priors")       # the Stan case study's, where given
+
     def model():
-        theta = [jnp.exp(numpyro.sample("log_" + n, dist.Normal(0.0, 3.0))) for n in names]
-        for n, v in zip(names, theta):
-            numpyro.deterministic(n, v)
+        if priors:
+            theta = [numpyro.sample(n, dist.TruncatedNormal(*priors["rates"][n], low=0.0))
+                     for n in names]
+        else:
+            theta = [jnp.exp(numpyro.sample("log_" + n, dist.Normal(0.0, 3.0))) for n in names]
+            for n, v in zip(names, theta):
+                numpyro.deterministic(n, v)
         x0 = []
         for o in outputs:
-            if o in obs:
+            if priors:
+                x0.append(numpyro.sample("x0_" + o, dist.Normal(*priors["initial"])))
+            elif o in obs:
                 y = np.asarray(obs[o][1])
                 x0.append(numpyro.sample("x0_" + o, dist.Normal(float(y[0]),
                                                                 2 * float(np.std(y)) + 1e-3)))
@@ -100,7 +116,8 @@ def main():
                       mxstep=4000)
         for c, o in enumerate(outputs):
             if o in obs:
-                sigma = numpyro.sample("sigma_" + o, dist.HalfNormal(float(np.std(obs[o][1]))))
+                sigma = numpyro.sample("sigma_" + o, dist.LogNormal(*priors["noise"]) if priors
+                                       else dist.HalfNormal(float(np.std(obs[o][1]))))
                 numpyro.sample("y_" + o, dist.Normal(traj[where[o], c], sigma), obs=ys[o])
 
     began = time.perf_counter()
@@ -112,6 +129,7 @@ def main():
     grouped = mcmc.get_samples(group_by_chain=True)
     stats = summary({n: grouped[n] for n in names}, prob=0.95)
     samples = mcmc.get_samples()
+    prob = float(spec.get("prob", 0.95))
     out = {"coefficients": {}, "outputs": {}, "seconds": seconds,
            "divergences": int(mcmc.get_extra_fields()["diverging"].sum()),
            "versions": {"numpyro": numpyro.__version__, "jax": jax.__version__},
@@ -120,7 +138,8 @@ def main():
         v = np.asarray(samples[n])
         out["coefficients"][n] = {
             "mean": float(v.mean()), "sd": float(v.std()),
-            "lower": float(np.quantile(v, 0.025)), "upper": float(np.quantile(v, 0.975)),
+            "lower": float(np.quantile(v, (1 - prob) / 2)),
+            "upper": float(np.quantile(v, (1 + prob) / 2)),
             "r_hat": float(stats[n]["r_hat"]), "ess": float(stats[n]["n_eff"])}
     predict = jnp.array(sorted({t0} | {float(t) for t in spec["predict"]}))
     keep = np.searchsorted(np.asarray(predict), np.asarray(spec["predict"], dtype=float))
@@ -133,6 +152,8 @@ def main():
     for c, o in enumerate(outputs):
         out["outputs"][o] = {"mean": np.nanmean(traj[..., c], 0).tolist(),
                              "var": np.nanvar(traj[..., c], 0).tolist()}
+        if o in obs:        # the noise's posterior mean variance: predictive = var + this
+            out["outputs"][o]["noise_var"] = float(np.mean(np.asarray(samples["sigma_" + o]) ** 2))
     json.dump(out, sys.stdout)
 
 
