@@ -203,3 +203,24 @@ def test_the_adequacy_benchmark_records_a_right_and_a_wrong_equation(tmp_path):
     path.write_text(json.dumps(right) + "\n" + json.dumps(wrong) + "\n")
     text = ad.summary(str(path))
     assert "a wrong equation warns: 1/1" in text and "a right equation warns: 0/1" in text
+
+
+def test_the_systems_benchmark_sets_the_interval_beside_the_exact_odes_posterior(monkeypatch):
+    """The peer's table: does the conditioned GP's 95% interval hold NumPyro's posterior mean,
+    and how wide is it against the posterior's interval; without a peer interpreter the
+    peer is left out with its reason."""
+    sy = _load("systems")
+    ours = {"problem": "lotka_volterra", "method": "system", "seed": 0, "seconds": 10.0,
+            "outputs": {}, "coefficients": {"alpha": {"value": 1.0, "lower": 0.9,
+                                                      "upper": 1.2}}}
+    peer = {"problem": "lotka_volterra", "method": "numpyro", "seed": 0, "seconds": 40.0,
+            "peer_seconds": 38.0, "outputs": {},
+            "coefficients": {"alpha": {"mean": 1.05, "lower": 0.95, "upper": 1.15,
+                                       "r_hat": 1.002}}}
+    text = sy.against_the_exact_posterior([ours, peer])
+    assert "| lotka_volterra | alpha | 1.05 | 1/1 | 1.50 | 1.002 | 10, 38 |" in text
+    peer["coefficients"]["alpha"]["mean"] = 1.3
+    assert "| 0/1 |" in sy.against_the_exact_posterior([ours, peer])
+    monkeypatch.delenv("PIDKL_PEER_PYTHON", raising=False)
+    from pyro_pidkl.datasets import system_problem
+    assert "PIDKL_PEER_PYTHON" in sy.run_peer(system_problem("lotka_volterra", 0), 0)["refused"]
