@@ -19,7 +19,7 @@ _SOURCES = {
     "test_log_predictive_density": "diagnostics", "Adequacy": "diagnostics",
     "ModelMisfitWarning": "diagnostics",
     "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
-    "GPPosterior": "gp", "PosteriorDraw": "gp", "cho_solve": "gp", "logdet": "gp",
+    "GPPosterior": "gp", "PosteriorDraw": "physics", "cho_solve": "gp", "logdet": "gp",
     "quad_diag": "gp",
     "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "PriorGuideELBO": "infer",
     "cross_validate": "infer", "default_elbo": "infer", "fit": "infer", "fit_lbfgs": "infer",

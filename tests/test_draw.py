@@ -1,4 +1,4 @@
-"""Closed-form derivatives of the posterior draw (pyro_pidkl.gp.posterior_draw) and the closed-form
+"""Closed-form derivatives of the posterior draw (pyro_pidkl.physics.posterior_draw) and the closed-form
 backward of the GP solves (pyro_pidkl.gp.posterior.cho_solve / logdet)."""
 
 import math
@@ -11,7 +11,7 @@ from pyro.infer import Trace_ELBO
 from torch import nn
 
 from pyro_pidkl import PIDKL, physics
-from pyro_pidkl.gp import DrawField, PosteriorDraw
+from pyro_pidkl.physics.posterior_draw import DrawField, PosteriorDraw
 from pyro_pidkl.kernels import closed_form_supported, feature_jet
 from pyro_pidkl.kernels.features import MLP
 from pyro_pidkl.gp.posterior import cho_solve, logdet, quad_diag

@@ -32,7 +32,8 @@ from tqdm import tqdm
 
 from ..checks import positive_int
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from .svi import FitResult, default_elbo, divergence_advice
+from .fit_result import (FitResult, _mark_fitted, _mark_started, default_elbo,
+                         divergence_advice)
 
 __all__ = ["fit_lbfgs"]
 
@@ -302,30 +303,3 @@ def _continue(model, elbo, max_iter, tol, bar, result):
             _one_start(model, elbo, min(max_iter, 100), max(tol, 1e-5), 3, bar, result)
         except FitDivergedError:
             break
-
-
-def _mark_started(model):
-    """A fit begins: the model is not fitted until it ends (``fitted`` False where the
-    model has the flag), and until then ``fit_interrupted`` is set, so that a fit stopped
-    part way (Ctrl-C, a divergence) leaves a model that says so when it predicts."""
-    flag = getattr(model, "fitted", None)
-    if isinstance(flag, torch.Tensor):
-        with torch.no_grad():
-            flag.fill_(False)
-    model.fit_interrupted = True
-
-
-def _mark_fitted(model, result=None):
-    """Set a model's ``fitted`` flag (a buffer) where it has one, and check the adequacy of a
-    model that can (``check_adequacy``: the conditioned GPs warn in one line when the data
-    and the equation disagree), its report kept as ``result.adequacy``."""
-    flag = getattr(model, "fitted", None)
-    if isinstance(flag, torch.Tensor):
-        with torch.no_grad():
-            flag.fill_(True)
-    model.fit_interrupted = False
-    check = getattr(model, "check_adequacy", None)
-    if check is not None:
-        report = check()
-        if result is not None:
-            result.adequacy = report

@@ -3,7 +3,6 @@ model whose objective has no sampled site, L-BFGS (:func:`~pyro_pidkl.infer.lbfg
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import pyro
 import torch
@@ -13,34 +12,12 @@ from tqdm import tqdm
 
 from ..checks import positive_int, positive_number
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from .elbo import PriorGuideELBO
+from .fit_result import (FitResult, _mark_fitted, _mark_started, default_elbo,
+                         divergence_advice)
+from .lbfgs import fit_lbfgs
 from .threads import fit_threads, torch_threads
 
 __all__ = ["FitResult", "decaying_adam", "default_elbo", "fit", "svi_step"]
-
-
-@dataclass
-class FitResult:
-    """What a fit did: ``losses`` (negative ELBO per step), ``seconds``, ``num_steps``,
-    ``threads``, the torch threads it ran with, ``adequacy``, a conditioned model's
-    :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``), and
-    ``stages``, a system's stages judged on one criterion
-    (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`; else empty)."""
-
-    losses: list = field(default_factory=list)
-    seconds: float = 0.0
-    num_steps: int = 0
-    threads: int = 0
-    adequacy: object = None
-    stages: dict = field(default_factory=dict)
-
-    @property
-    def final_loss(self):
-        return self.losses[-1] if self.losses else math.nan
-
-    def __repr__(self):
-        return (f"FitResult(num_steps={self.num_steps}, final_loss={self.final_loss:.6g}, "
-                f"seconds={self.seconds:.2f}, threads={self.threads})")
 
 
 def _grads_finite(params):
@@ -69,18 +46,6 @@ class _TorchAdam:
         self.optim.step()
 
 
-def default_elbo(model, num_particles=1, vectorize_particles=False):
-    """The ELBO a model trains with: its ``elbo_class`` if it has one (e.g.
-    ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`), else
-    :class:`~pyro_pidkl.infer.elbo.PriorGuideELBO` (``Trace_ELBO``'s value and gradients in
-    one pass of the model when its guide is the prior; ``Trace_ELBO`` itself otherwise),
-    with the model's ``max_plate_nesting``."""
-    elbo_class = getattr(model, "elbo_class", PriorGuideELBO)
-    return elbo_class(num_particles=int(num_particles),
-                      vectorize_particles=bool(vectorize_particles) and num_particles > 1,
-                      max_plate_nesting=getattr(model, "max_plate_nesting", 0))
-
-
 def decaying_adam(lr, lr_final, num_steps):
     """Adam whose learning rate decays geometrically from ``lr`` to ``lr_final`` over
     ``num_steps`` steps (``ClippedAdam`` with ``lrd``; the clipping is effectively off)."""
@@ -88,23 +53,6 @@ def decaying_adam(lr, lr_final, num_steps):
         raise ValueError(f"Expected 0 < lr_final <= lr ({lr}); got {lr_final}")
     lrd = (lr_final / lr) ** (1.0 / max(int(num_steps), 1))
     return pyro.optim.ClippedAdam({"lr": lr, "lrd": lrd, "clip_norm": 1e6})
-
-
-def divergence_advice(model, method="adam"):
-    """What to try after a diverged fit of ``model`` by ``method``: the options that model
-    has (a sentence)."""
-    tries = ["a smaller lr"]
-    if hasattr(model, "noise_floor"):
-        tries.append("a larger noise_floor")
-    physics = getattr(model, "physics", None)
-    if getattr(physics, "gamma", None) is not None:
-        tries.append("a smaller gamma")
-    if hasattr(model, "residual_noise"):
-        tries = ["a larger residual_noise", "fewer collocation points"]
-        if method == "adam" and getattr(model, "deterministic", False):
-            tries.insert(0, "method='lbfgs'")
-    return "Try " + (", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1
-                     else tries[0]) + "."
 
 
 def svi_step(model, elbo, optimizer):
@@ -206,7 +154,6 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                  and callback is None and lr_final is None)
         method = "lbfgs" if plain and getattr(model, "deterministic", False) else "adam"
     if method == "lbfgs":
-        from .lbfgs import fit_lbfgs
         if not getattr(model, "deterministic", False):
             raise ValueError(f"Expected a model with a deterministic objective for L-BFGS; "
                              f"{type(model).__name__} samples sites (use method='adam')")
@@ -227,7 +174,6 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                    if not getattr(model, "linear", True) else None)
     result = FitResult()
     start = time.perf_counter()
-    from .lbfgs import _mark_started
     _mark_started(model)
     bar = tqdm(range(int(num_steps)), disable=not progress, desc=type(model).__name__,
                leave=False, dynamic_ncols=True)
@@ -264,7 +210,6 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                 bar.set_postfix(loss=f"{value:.4g}")
             if callback is not None:
                 callback(step, float(value))
-        from .lbfgs import _mark_fitted
         _mark_fitted(model, result)
     finally:
         bar.close()

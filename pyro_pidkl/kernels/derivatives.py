@@ -23,7 +23,7 @@ polynomial in the projections :math:`r \cdot v_i` and inner products :math:`v_i 
 the sum over the partial matchings :math:`M` of :math:`\{1, \dots, n\}`. Every term is an
 ``(M_A, M_B)`` matrix built from matrix products, so a block costs :math:`O(M_A M_B F)`;
 the feature map's derivatives come from one Taylor-mode pass at each point set
-(:func:`~pyro_pidkl.gp.posterior_draw.feature_jet`).
+(:func:`~pyro_pidkl.physics.posterior_draw.feature_jet`).
 """
 
 import itertools
@@ -33,6 +33,7 @@ from pyro.contrib.gp.kernels import RBF
 
 from .feature_jets import feature_jet
 from .deep import feature_map, se_on_all_features
+from .hermite import hermite
 
 __all__ = ["DerivativeKernel", "derivative_kernel_supported", "partial_matchings",
            "set_partitions"]
@@ -154,7 +155,6 @@ class DerivativeKernel:
             if p > 4 or q > 4:
                 raise ValueError(f"Expected derivatives of order at most 4 in each argument; "
                                  f"got {p} and {q}")
-            from .operators import hermite       # operators imports this module
             he = hermite(n, x) if n > 1 else x
             out = out * (((-1) ** q) * (-1 / ell) ** n) * he
         return out

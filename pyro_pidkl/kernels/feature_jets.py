@@ -1,6 +1,6 @@
 r"""Taylor-mode jets of a feature map: :math:`\phi(U)`, :math:`\partial_a \phi(U)` and
 :math:`\partial_a \partial_b \phi(U)` at ``m`` points in one pass, for the closed-form
-derivatives of deep-kernel posteriors (:mod:`pyro_pidkl.gp.posterior_draw`) and of
+derivatives of deep-kernel posteriors (:mod:`pyro_pidkl.physics.posterior_draw`) and of
 deep-kernel covariances (:mod:`pyro_pidkl.kernels.derivatives`).
 """
 

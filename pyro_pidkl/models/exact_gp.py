@@ -16,7 +16,7 @@ import pyro
 from pyro.nn import pyro_method
 
 from ..gp.posterior import GPPosterior
-from ..gp.posterior_draw import PosteriorDraw
+from ..physics.posterior_draw import PosteriorDraw
 from .base import GPModel
 
 __all__ = ["ExactGP"]
@@ -60,7 +60,7 @@ class ExactGP(GPModel):
 
     def posterior_draw(self, posterior, eps):
         r"""The draw :math:`f_\epsilon(x) = m_y + s_y(\mu(u) + \epsilon\sqrt{v(u)})`,
-        :math:`u = (x - m_x)/s_x`: a :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw`, a
+        :math:`u = (x - m_x)/s_x`: a :class:`~pyro_pidkl.physics.posterior_draw.PosteriorDraw`, a
         function of user-unit points ``(M, d) -> (M,)`` whose derivatives at the collocation
         points are in closed form unless ``derivatives="autograd"``."""
         return PosteriorDraw(posterior, eps, self.standardizer,

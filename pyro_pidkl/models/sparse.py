@@ -45,7 +45,7 @@ from pyro.nn import PyroParam, pyro_method
 
 from ..checks import positive_int
 from ..gp.posterior import jittered_cholesky
-from ..gp.posterior_draw import PosteriorDraw
+from ..physics.posterior_draw import PosteriorDraw
 from ..kernels.deep import feature_map
 from .base import GPModel
 from .pidkl import pidkl_parts
@@ -56,7 +56,7 @@ __all__ = ["InducingConditional", "SparseGP", "SparsePIDKL"]
 class InducingConditional:
     r""":math:`f \mid v` of the whitened sparse GP in the interface of
     :class:`~pyro_pidkl.gp.posterior.GPPosterior` that
-    :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw` reads, so that the derivatives of
+    :class:`~pyro_pidkl.physics.posterior_draw.PosteriorDraw` reads, so that the derivatives of
     the physics draw are in closed form here too:
 
     .. math:: \mu(x; v) = c + k(x, X_u)\,\alpha,\quad \alpha = L_{uu}^{-\top} v, \qquad
@@ -197,7 +197,7 @@ class SparseGP(GPModel):
     def posterior_draw(self, draw_args, eps):
         r"""The draw :math:`f_{v,\epsilon}(x) = m_y + s_y(\mu(u; v) + \epsilon\sqrt{s(u)})`
         as a function of user-unit points: a
-        :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw` of
+        :class:`~pyro_pidkl.physics.posterior_draw.PosteriorDraw` of
         :class:`InducingConditional` (derivatives in closed form) for one draw of ``v``
         unless ``derivatives="autograd"``; with ``physics_draw="marginal"`` or vectorised
         particles, a plain function differentiated by autograd."""

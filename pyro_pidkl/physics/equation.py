@@ -140,7 +140,7 @@ class Equation(PyroModule):
         :param callable f: a differentiable function ``(m, d) -> (m,)`` in user units, or
             an object whose ``field(Z, names, allowed=, max_order=, why=, plan=)`` returns its
             :class:`~pyro_pidkl.physics.derivatives.Field` at ``Z`` (derivatives of its own,
-            e.g. :class:`~pyro_pidkl.gp.posterior_draw.PosteriorDraw`).
+            e.g. :class:`~pyro_pidkl.physics.posterior_draw.PosteriorDraw`).
         :param torch.Tensor Z: points in user units.
         :param input_names: names of the ``d`` columns (default: ``inputs``).
         :param values: parameter values overriding the current ones (e.g. the truth).

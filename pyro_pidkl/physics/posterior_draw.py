@@ -35,7 +35,7 @@ from ..kernels.deep import se_on_all_features
 from ..kernels.feature_jets import feature_jet
 from ..kernels.se import se_cross
 from ..kernels.taylor_chain import pair_products, rows
-from ..physics.derivatives import Field
+from .derivatives import Field
 
 __all__ = ["DrawField", "PosteriorDraw"]
 

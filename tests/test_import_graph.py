@@ -1,0 +1,79 @@
+"""The library's import graph (read from the source, nothing imported): no module imports
+one that imports it back, and no subpackage imports one that imports it back."""
+
+import ast
+import collections
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "pyro_pidkl"
+
+
+def _graph():
+    def name(f):
+        parts = f.with_suffix("").relative_to(ROOT.parent).parts
+        return ".".join(parts[:-1] if f.name == "__init__.py" else parts)
+    files = {name(f): f for f in ROOT.rglob("*.py")}
+    graph = collections.defaultdict(set)
+    for m, f in files.items():
+        pkg = m if f.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                graph[m] |= {target + "." + a.name for a in node.names
+                             if target + "." + a.name in files}
+                if target in files:
+                    graph[m].add(target)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "pyro_pidkl"):
+                graph[m].add(node.module)
+        graph[m].discard(m)
+    return files, graph
+
+
+def _cycles(graph, nodes):
+    """Strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    files, graph = _graph()
+    assert graph["pyro_pidkl.infer.svi"]                  # the graph is read at all
+    assert _cycles(graph, list(files)) == []
+
+
+def test_no_subpackage_imports_one_that_imports_it_back():
+    files, graph = _graph()
+    top = lambda m: ".".join(m.split(".")[:2])              # noqa: E731
+    packages = collections.defaultdict(set)
+    for m, targets in graph.items():
+        for t in targets:
+            if top(t) != top(m) and top(t) != "pyro_pidkl":
+                packages[top(m)].add(top(t))
+    assert "pyro_pidkl.physics" in packages["pyro_pidkl.models"]
+    assert _cycles(packages, list(packages)) == []
