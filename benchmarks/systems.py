@@ -247,7 +247,7 @@ def main(argv=None):
     p.add_argument("--seeds", default="0-2")
     args = p.parse_args(argv)
     methods = args.methods.split(",")
-    if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON"):
+    if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON") and not args.summary:
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
         methods.remove("numpyro")
     if not args.summary:
