@@ -14,15 +14,14 @@ at 1 (the reference's are 0.02-0.8). Records in ``docs/results/lynx_hare.jsonl``
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402
+from systems import call_peer  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "lynx_hare.jsonl")
 Z90 = 1.6448536269514722
@@ -98,13 +97,9 @@ def run_peer(years, seed=0):
                                  "beta": [0.05, 0.05], "delta": [0.05, 0.05]},
                        "initial": [math.log(10.0), 1.0], "noise": [-1.0, 1.0]},
             "init": {k: m for k, (m, _, _) in REFERENCE_POSTERIOR.items()}}
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "numpyro_ode.py")
-    done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
-                          text=True)
-    if done.returncode:
-        tail = done.stderr.strip().splitlines()
-        return {"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
-    peer = json.loads(done.stdout)
+    peer = call_peer(python, spec)
+    if "refused" in peer:
+        return peer
     out = {"coefficients": {}, "seconds": peer["seconds"], "versions": peer["versions"],
            "divergences": peer["divergences"]}
     for k, (m, lo, hi) in REFERENCE_POSTERIOR.items():

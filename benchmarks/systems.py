@@ -134,9 +134,7 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
     """NumPyro's NUTS on the exact ODE likelihood of problem ``p``
     (``benchmarks/peers/numpyro_ode.py``, run by ``PIDKL_PEER_PYTHON``): its JSON answer, or
     ``{"refused": why}``."""
-    import json
     import math
-    import subprocess
     import torch
     python = os.environ.get("PIDKL_PEER_PYTHON")
     if not python:
@@ -156,6 +154,14 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
             # the reference posterior in the truth's basin: chains start at the truth
             "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
                      **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
+    return call_peer(python, spec)
+
+
+def call_peer(python, spec):
+    """Run ``benchmarks/peers/numpyro_ode.py`` with interpreter ``python`` on problem
+    ``spec``: its JSON answer, or ``{"refused": why}``."""
+    import json
+    import subprocess
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "numpyro_ode.py")
     done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
                           text=True)
