@@ -34,18 +34,17 @@ __all__ = ["MultistartResult", "multistart_shooting", "start_design"]
 
 @dataclass
 class MultistartResult:
-    r"""What :func:`multistart_shooting` found, best first: ``theta`` ``(S, P)`` the
-    coefficients (unconstrained), ``x0`` ``(S, C)`` the initial states at ``t0``, ``cost``
+    r"""What :func:`multistart_shooting` found, best first: ``theta`` ``(S', P)`` the
+    coefficients (unconstrained), ``x0`` ``(S', C)`` the initial states at ``t0``, ``cost``
     ``(S',)`` the profiled negative log-likelihood of each start's single-shooting
-    trajectory (``inf`` where it failed), ``rms`` ``(S', C)`` each output's root mean
-    square residual there (``nan`` for an output with no data), ``start_cost`` ``(S,)`` the same at every start
+    trajectory (``inf`` where it failed), ``start_cost`` ``(S,)`` the same at every start
     before fitting (in the starts' order), ``start`` ``(S',)`` which start each row came
-    from (the ``S'`` kept after the first stage), and ``seconds`` the time it took."""
+    from (the ``S'`` that reach single shooting: the best eight of the multiple-shooting
+    stages), and ``seconds`` the time it took."""
 
     theta: np.ndarray
     x0: np.ndarray
     cost: np.ndarray
-    rms: np.ndarray
     start_cost: np.ndarray
     start: np.ndarray
     seconds: float
@@ -89,10 +88,6 @@ class _Batch:
         self.max_step = delta / steps
         self.weight = 0.0
 
-    @property
-    def size(self):
-        return self.P + self.K * self.C
-
     def __call__(self, V):
         """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``; a row with a
         failed trajectory is ``nan``."""
@@ -112,17 +107,6 @@ class _Batch:
         bad = ~torch.isfinite(r).all(1)
         r[bad] = float("nan")
         return r
-
-    def rms(self, r):
-        """Each output's root mean square residual ``(B, C)`` in data units (``nan`` for an
-        output with no data) from single-shooting residuals ``r`` ``(B, N)``."""
-        data = r[:, :self.obs_y.numel()] * self.sd[self.obs_c]
-        out = torch.full((r.shape[0], self.C), float("nan"), dtype=r.dtype)
-        for c in range(self.C):
-            m = self.obs_c == c
-            if bool(m.any()):
-                out[:, c] = data[:, m].pow(2).mean(1).sqrt()
-        return out
 
     def profiled(self, r):
         """:math:`\\sum_c (n_c/2) \\log \\overline{r_c^2}` ``(B,)`` in data units from
@@ -194,7 +178,7 @@ def _levenberg_marquardt(residuals, V, iterations, tol=1e-8):
 
 
 def multistart_shooting(ode, observations, transforms, theta_starts, state_starts, t0, t1,
-                        scale, sd, segments=None, weights=(1.0, 10.0, 100.0), iterations=30,
+                        scale, sd, weights=(1.0, 10.0, 100.0), iterations=30,
                         steps=16, keep=None):
     r"""Fit the ODE's trajectories to the data from every start at once (module docstring).
 
@@ -247,10 +231,9 @@ def multistart_shooting(ode, observations, transforms, theta_starts, state_start
             order = torch.argsort(stage)[:max(1, min(len(stage), 8))]
             V, kept = V[order], kept[order]
         W, _ = _levenberg_marquardt(single, V[:, :P + C], max(1, iterations // 3))
-        r = single(W)
-        cost, rms = single.profiled(r), single.rms(r)
+        cost = single.profiled(single(W))
     order = torch.argsort(cost)
     return MultistartResult(W[order, :P].numpy(), (W[order, P:] * scale_t).numpy(),
-                            cost[order].numpy(), rms[order].numpy(), start_cost.numpy(),
+                            cost[order].numpy(), start_cost.numpy(),
                             kept[order].numpy(),
                             time.perf_counter() - began)

@@ -458,9 +458,10 @@ class ConditionedSystemGP(LinearisedConditioning, PyroModule):
         states of outputs nobody measured searched too
         (:func:`~pyro_pidkl.models.system_starts.shoot_from_many_starts`; with
         ``multistart=0``, or ``segments`` given, from the current coefficients and jets
-        alone: :func:`~pyro_pidkl.infer.shooting.fit_by_shooting`). Where that ends below where it started, the coefficients are set, and so is
-        the linearisation point: the integrated trajectory's values and derivatives at Z
-        (and an unobserved output's prior centre at the trajectory's mean). Gradient
+        alone: :func:`~pyro_pidkl.infer.shooting.fit_by_shooting`). Where that ends below
+        where it started, the coefficients are set, and so is the linearisation point: the
+        integrated trajectory's values and derivatives at Z (and an unobserved output's
+        prior centre at the trajectory's mean). Gradient
         matching alone lets the scale of an output nobody measured trade off against the
         coefficients that multiply it (SIR's susceptibles): a trajectory of the ODE cannot.
 
