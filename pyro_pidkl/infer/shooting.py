@@ -29,7 +29,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-__all__ = ["ShootingResult", "fit_by_shooting", "profiled_nll"]
+__all__ = ["ShootingResult", "fit_by_shooting", "profiled", "profiled_nll"]
 
 
 @dataclass
@@ -218,8 +218,12 @@ def profiled_nll(shooting, v):
     if r is None:
         return float("inf")
     r = r[0][:len(shooting.obs_c)] * shooting.sd[shooting.obs_c]
-    out = 0.0
-    for c in np.unique(shooting.obs_c):
-        rc = r[shooting.obs_c == c]
-        out += 0.5 * len(rc) * np.log(max(float(np.mean(rc ** 2)), 1e-300))
-    return float(out)
+    return profiled(r[shooting.obs_c == c] for c in np.unique(shooting.obs_c))
+
+
+def profiled(residuals):
+    r""":math:`\sum_c (n_c/2) \log \overline{r_c^2}` of each output's residuals (an
+    iterable of arrays, data units): the negative log-likelihood with each output's noise
+    at its maximum, constants dropped."""
+    return float(sum(0.5 * len(r) * np.log(max(float(np.mean(np.square(r))), 1e-300))
+                     for r in residuals))
