@@ -3,9 +3,11 @@ its baselines, and the GP conditioned on an equation."""
 
 from .base import GPModel
 from .baselines import DKL, SKL
-from .conditioned import ConvergenceWarning, GaussNewtonResult, PhysicsConditionedGP, collocation_points
+from ..physics.collocation import collocation_points
+from .conditioned import PhysicsConditionedGP
 from .exact_gp import ExactGP
 from .lfm import LFM
+from .linearised import ConvergenceWarning, GaussNewtonResult
 from .pidkl import PIDKL
 from .sparse import SparseGP, SparsePIDKL
 from .sparse_solver import SparseCholeskySolver, SparseSolveResult

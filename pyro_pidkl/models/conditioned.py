@@ -45,6 +45,13 @@ A prediction is a pure function of the fitted model: it converges Gauss-Newton f
 stored linearisation point in local variables and never writes it;
 :meth:`~PhysicsConditionedGP.relinearise` is the one method that moves it
 (:func:`~pyro_pidkl.infer.fit` calls it).
+
+This module holds the model's construction and its fit's settings; its parts, each in a
+module of its own: the joint of data and equation (:mod:`~pyro_pidkl.models.conditioned_joint`),
+Gauss-Newton, the objective and the adequacy check (:mod:`~pyro_pidkl.models.linearised`, shared
+with :class:`~pyro_pidkl.models.ConditionedSystemGP`), priors and Laplace
+(:mod:`~pyro_pidkl.models.parameter_uncertainty`, shared too), and the prediction
+(:mod:`~pyro_pidkl.models.conditioned_prediction`).
 """
 
 import contextlib
@@ -54,50 +61,41 @@ import math
 import pyro
 import torch
 from pyro.contrib.gp.kernels import RBF
-from pyro.nn import PyroModule, PyroParam, pyro_method
+from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
 from ..checks import distinct_inputs, equation_input_names, positive_int, warn
 from ..errors import NonFiniteError, NotPositiveDefiniteError
-from ..gp.joint import JointGaussian
-from ..gp.posterior import jittered_cholesky
 from ..gp.standardise import Standardizer
 from ..kernels.deep import deep_kernel
 from ..kernels.derivatives import derivative_kernel_supported
 from ..kernels.features import MLP
-from ..kernels.operators import OperatorCovariance
 from ..kernels.se import se_ard
-from ..param_scope import own_parameters
-from ..infer.laplace import parameters_at
-from ..physics.collocation import collocation_points, given_points, maximin_subset
-from ..physics.condition import Condition
+from ..physics.collocation import collocation_set, half_spacing, maximin_subset
 from ..physics.geometry import Shape
-from ..physics.derivatives import Inputs
 from ..physics.domain import Box
 from ..physics.equation import Equation, source_columns
-from ..physics.linearise import is_linear, linearise, residual_parts, unused_coefficients
+from ..physics.linearise import is_linear, linearise
+from .conditioned_joint import EquationJoint
+from .conditioned_prediction import ConditionedPrediction
 from .exact_gp import ExactGP
-from .linearised import (ConvergenceWarning, GaussNewtonResult, LinearisedConditioning,
-                         with_point_priors)
+from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
+from .parameter_uncertainty import ParameterUncertainty, with_point_priors
 
-__all__ = ["ConvergenceWarning", "GaussNewtonResult", "PhysicsConditionedGP",
-           "collocation_points"]
+__all__ = ["PhysicsConditionedGP"]
 
 
 #: the data-only fit that decides whether the noise is learned uses at most this many data
 #: (a maximin subset): at N = 1000 the whole set cost 2 s of a 11 s fit
 DATA_FIT_POINTS = 400
 
-#: the starts (lengthscales, standardised units) of the data-only GP that the adequacy
-#: check's evidence compares with: the best of them is kept
-REFERENCE_LENGTHSCALES = (1.0, 0.3, 0.1)
-
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
 SCREEN_DATA_POINTS = 400
 
 
-class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
+class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedConditioning,
+                           ParameterUncertainty, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 
     :param X: ``(N, d)`` training inputs (user units).
@@ -181,6 +179,8 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
 
     #: the objective has no sampled site: a deterministic, second-order fit applies
     deterministic = True
+    #: every covariance is relative to the kernel's variance: the objective profiles it out
+    profile_scale = True
     #: one value may pin an equation's solution (an initial value), and a constant boundary
     #: value is common in solver mode: neither is refused nor warned of
     min_training_points = 1
@@ -220,7 +220,8 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                             f"pyro_pidkl.physics.geometry; got {type(domain).__name__}")
         self._standardise_on_domain(kwargs.get("standardize", True))
         self.kernel = self._make_kernel(kernel, feature_net)
-        Z = self._collocation(collocation, design, seed)
+        Z = collocation_set(collocation, self.domain, self.input_names, design, seed,
+                            self.X.dtype, self.shape).to(self.X)
         Z = self._with_conditions(Z, conditions)
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
@@ -257,10 +258,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             raise ValueError(f"Expected objective to be 'auto', 'conditional' or 'joint'; got "
                              f"{objective!r}")
         self.objective = objective
-        if not newton_tol > 0:
-            raise ValueError(f"Expected newton_tol > 0; got {newton_tol!r}")
-        self.newton_tol = float(newton_tol)
-        self.newton_max_iter = positive_int(newton_max_iter, "newton_max_iter")
+        self._set_newton(newton_tol, newton_max_iter)
         self.parameter_uncertainty = bool(parameter_uncertainty)
         self.fit_collocation = (None if fit_collocation is None else
                                 positive_int(fit_collocation, "fit_collocation"))
@@ -319,18 +317,6 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             raise ValueError(f"Expected kernel to be 'se', 'deep', an RBF kernel or a "
                              f"Warping(RBF) deep kernel; got {kernel!r}")
         return kernel
-
-    def _collocation(self, collocation, design, seed):
-        if collocation is None:
-            collocation = 200 * self.input_dim
-        if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
-            return given_points(collocation, self.input_names, self.X.dtype).to(self.X)
-        if self.shape is not None:
-            if design == "grid":
-                raise ValueError("Expected design 'sobol' or 'random' on a shape that is not a "
-                                 "box; got 'grid'")
-            return self.shape.interior(positive_int(collocation, "collocation"), seed).to(self.X)
-        return collocation_points(self.domain, collocation, design, seed).to(self.X)
 
     @property
     def starts(self):
@@ -445,175 +431,6 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
             return "known", source
         raise ValueError(f"Expected source to be 'zero', 'gp' or a callable g(x); got {source!r}")
 
-    # -- the pieces of the model -------------------------------------------------------
-    def linearise(self, f0):
-        r"""The equation at :math:`Z` linearised around the jet ``f0`` (``(len(indices),
-        M)``, user units) and written for the standardised GP :math:`f_s`: ``(w, b)`` with
-        :math:`\psi[f](Z) \approx b + \sum_\alpha w_\alpha \partial^\alpha_u f_s(Z)`
-        (``w`` ``{alpha: (M,)}``, ``b`` ``(M,)``)."""
-        scale = self.standardizer.derivative_scale(self.indices)
-        parts, bs = [], []
-        for start, stop, eq, _ in self._blocks():
-            jet = {idx: f0[k, start:stop] for k, idx in enumerate(self.indices)}
-            lin = linearise(eq, jet, self.Z[start:stop], self.input_names)
-            w = {idx: lin.coefficients[idx] * scale[k] for k, idx in enumerate(self.indices)
-                 if idx in lin.coefficients}
-            b = lin.offset
-            if () in lin.coefficients:
-                b = b + lin.coefficients[()] * self.standardizer.y_loc
-            parts.append((stop - start, w))
-            bs.append(b.expand(stop - start) if b.dim() == 0 else b)
-        if len(parts) == 1:
-            return parts[0][1], bs[0]
-        used = {idx for _, w in parts for idx in w}
-        like = self.Z[:, 0]
-        w = {}
-        for idx in used:
-            pieces = []
-            for size, wk in parts:
-                v = wk.get(idx)
-                if v is None:
-                    v = like.new_zeros(size)
-                elif not torch.is_tensor(v) or v.dim() == 0:
-                    v = torch.as_tensor(v, dtype=like.dtype).expand(size)
-                pieces.append(v)
-            w[idx] = torch.cat(pieces)
-        return w, torch.cat(bs)
-
-    def source(self):
-        r""":math:`g(Z)` for a known source, else zeros ``(M,)``; at a condition's points its
-        values."""
-        out = []
-        for start, stop, _, value in self._blocks():
-            out.append(value(self.Z[start:stop]).to(self.Z))
-        return out[0] if len(out) == 1 else torch.cat(out)
-
-    def _equation_source(self, Z):
-        if self.source_fn is None:
-            return torch.zeros_like(Z[:, 0])
-        g = torch.as_tensor(self.source_fn(Inputs(Z, self.input_names)), dtype=Z.dtype)
-        if g.dim() == 0:
-            g = g.expand(Z.shape[0])
-        if g.shape != Z.shape[:1]:
-            raise ValueError(f"Expected the source to return shape ({Z.shape[0]},); got "
-                             f"{tuple(g.shape)}")
-        return g
-
-    def _with_conditions(self, Z, conditions):
-        """The collocation points followed by every condition's points."""
-        conditions = list(conditions or ())
-        for c in conditions:
-            if not isinstance(c, Condition):
-                raise TypeError(f"Expected conditions to be pyro_pidkl.physics.Condition "
-                                f"objects; got {type(c).__name__}")
-        # points: the equation's, the conditions', then every periodic condition's first
-        # points and last their pairs (whose rows are the differences)
-        conditions = ([c for c in conditions if c.pair is None]
-                      + [c for c in conditions if c.pair is not None])
-        self.conditions = conditions
-        self.condition_equations = PyroModule[torch.nn.ModuleList](
-            [c.bind(self.input_names, self.equation.inputs) for c in conditions])
-        self.periodic_pairs = sum(c.points.shape[0] for c in conditions if c.pair is not None)
-        self.condition_rows = sum(c.points.shape[0] for c in conditions) + self.periodic_pairs
-        rows = [torch.full((c.points.shape[0],), -1.0 if c.residual_noise is None
-                           else float(c.residual_noise), dtype=self.X.dtype)
-                for c in conditions]
-        # each row's relative residual variance: -1 for the model's residual_noise
-        self.register_buffer("row_noise", torch.cat(
-            [torch.full((Z.shape[0],), -1.0, dtype=self.X.dtype)] + rows))
-        pairs = [c.pair.to(Z) for c in conditions if c.pair is not None]
-        return torch.cat([Z] + [c.points.to(Z) for c in conditions] + pairs)
-
-    def _rows(self, x):
-        r"""The virtual observations' rows from per-point rows of ``x`` ``(P, ...)``: the
-        same, but a periodic pair's is the first point's minus its pair's (:math:`C x`)."""
-        K = self.periodic_pairs
-        if not K:
-            return x
-        P = x.shape[0]
-        out = x[:P - K].clone()
-        out[P - 2 * K:] = out[P - 2 * K:] - x[P - K:]
-        return out
-
-    def _points(self, y):
-        r""":math:`C^\top y`: per-point values from the rows' ``y`` ``(R, ...)``."""
-        K = self.periodic_pairs
-        if not K:
-            return y
-        return torch.cat([y, -y[y.shape[0] - K:]])
-
-    def _blocks(self):
-        """``[(start, stop, equation, values), ...]``: the rows of Z the equation holds at
-        (first) and each condition's, ``values(Z_rows)`` their right-hand side."""
-        M = self.Z.shape[0]
-        stop = M - self.condition_rows
-        out = [(0, stop, self.equation, self._equation_source)]
-        for c, eq in zip(self.conditions, self.condition_equations):
-            k = c.points.shape[0]
-            out.append((stop, stop + k, eq,
-                        lambda Zr, c=c: c.values(Inputs(Zr, self.input_names))))
-            stop += k
-        for c, eq in zip(self.conditions, self.condition_equations):
-            if c.pair is not None:                # the pairs: the same operator, value 0
-                k = c.points.shape[0]
-                out.append((stop, stop + k, eq, lambda Zr: torch.zeros_like(Zr[:, 0])))
-                stop += k
-        return out
-
-    def operators(self, twice_differentiable=False):
-        """The kernel's operator covariances between Z and Z and between Z and X
-        (:class:`~pyro_pidkl.kernels.operators.OperatorCovariance`): what Gauss-Newton steps
-        at fixed parameters share."""
-        return (OperatorCovariance(self.kernel, self.Z_s, self.Z_s, twice_differentiable),
-                OperatorCovariance(self.kernel, self.Z_s, self.X_s, twice_differentiable))
-
-    def joint(self, w, b, closed_form=True, operators=None):
-        r"""The joint Gaussian of :math:`[v; y]` for the linearisation ``(w, b)``: a
-        :class:`~pyro_pidkl.gp.joint.JointGaussian` with the pieces predictions need
-        attached (``w`` the operator's weights, ``c`` the prior mean, ``operators``)."""
-        N, M = self.X_s.shape[0], self.Z_s.shape[0] - self.periodic_pairs
-        ZZ, ZX = operators or self.operators(twice_differentiable=not closed_form)
-        # L_z L_z' k(Z, Z) and L_z k(Z, X): the linearised operator's covariances (a
-        # periodic pair's row: the difference of its two points')
-        K_LL = ZZ(w, w, symmetric=True)
-        K_Lx = ZX(w, {(): 1.0})
-        if self.periodic_pairs:
-            K_LL = self._rows(self._rows(K_LL).T).T
-            K_Lx = self._rows(K_Lx)
-        prior_var = K_LL.diagonal()
-        residual = torch.where(self.row_noise < 0, self.residual_noise,
-                               self.row_noise) * prior_var
-        source = None
-        if self.source_kind == "gp":             # on the equation's rows, not the conditions'
-            E = self.Z_s.shape[0] - self.condition_rows
-            source = prior_var[:E].mean() * self.source_kernel(self.Z_s[:E] * self.source_mask)
-            if self.condition_rows:
-                source = torch.nn.functional.pad(source, (0, M - E, 0, M - E))
-        # the noise variance is relative to the signal variance (both scale with the profile)
-        noise = self.noise * self._signal_variance()
-        if torch.is_grad_enabled():
-            K_vv = K_LL + torch.diag(residual) + (0.0 if source is None else source)
-            K_yy = self.kernel(self.X_s) + noise * torch.eye(N, dtype=K_LL.dtype,
-                                                             device=K_LL.device)
-            A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
-        else:                                     # in place: one (N + M)^2 matrix
-            A = K_LL.new_empty(M + N, M + N)
-            A[:M, :M] = K_LL
-            del K_LL
-            A[:M, :M].diagonal().add_(residual)
-            if source is not None:
-                A[:M, :M] += source
-            A[:M, M:] = K_Lx
-            A[M:, :M] = K_Lx.T
-            A[M:, M:] = self.kernel(self.X_s)
-            A[M:, M:].diagonal().add_(noise)
-        c = self.prior_mean()
-        mean_L = w[()] * c if () in w else torch.zeros_like(b)
-        obs = torch.cat([self._rows(self.source() - b - mean_L), self.y_s - c])
-        joint = JointGaussian(A, obs, M, closed_form=closed_form)
-        joint.w, joint.c, joint.operators = w, c, (ZZ, ZX)
-        return joint
-
     # -- the model -----------------------------------------------------------------------
     @pyro_method
     def model(self):
@@ -631,108 +448,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
     def guide(self):
         """No latent sites: kernel, noise, source and coefficients are point estimates."""
 
-    # -- Gauss-Newton and predictions -----------------------------------------------------
-    def _cross(self, joint, U, index=(), operators=None):
-        r"""Covariances ``(P, M + N)`` of :math:`\partial^{index} f_s(U)` with ``[v; y]``
-        (``operators``: those between ``U`` and Z and X, when kept)."""
-        UZ, UX = operators or (OperatorCovariance(self.kernel, U, self.Z_s),
-                               OperatorCovariance(self.kernel, U, self.X_s))
-        UZw = UZ({index: 1.0}, joint.w)
-        if self.periodic_pairs:
-            UZw = self._rows(UZw.T).T
-        return torch.cat([UZw, UX({index: 1.0}, {(): 1.0})], 1)
-
-    def _mean_jet(self, joint, U=None):
-        """The posterior mean's jet at ``U`` (standardised; default Z) in user units
-        ``(len(indices), P)``."""
-        UZ, UX = (joint.operators if U is None else
-                  (OperatorCovariance(self.kernel, U, self.Z_s),
-                   OperatorCovariance(self.kernel, U, self.X_s)))
-        alpha = joint.weights()
-        M = joint.M
-        a_points = self._points(alpha[:M])
-        scale = self.standardizer.derivative_scale(self.indices)
-        rows = []
-        for k, idx in enumerate(self.indices):
-            mean = (UZ.matvec({idx: 1.0}, joint.w, a_points)
-                    + UX.matvec({idx: 1.0}, {(): 1.0}, alpha[M:]))
-            v = (mean + (joint.c if idx == () else 0.0)) * scale[k]
-            rows.append(v + self.standardizer.y_loc if idx == () else v)
-        return torch.stack(rows)
-
-    def _data_jet(self):
-        """The jet at Z of the data-only GP's posterior mean (user units): where Gauss-Newton
-        starts. Zero is a poor start: it solves many equations (``f' = r f (1 - f)``,
-        ``u_t = u_xx + u^3``), and a linearisation there can keep the iterates on that
-        trivial solution whatever the data say."""
-        N = self.X_s.shape[0]
-        K = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
-            N, dtype=self.X_s.dtype, device=self.X_s.device)
-        c = self.prior_mean()
-        alpha = torch.cholesky_solve((self.y_s - c)[:, None],
-                                     jittered_cholesky(K, 1e-10, 1e-2))[:, 0]
-        ZX = OperatorCovariance(self.kernel, self.Z_s, self.X_s)
-        scale = self.standardizer.derivative_scale(self.indices)
-        rows = []
-        for k, idx in enumerate(self.indices):
-            v = (ZX.matvec({idx: 1.0}, {(): 1.0}, alpha) + (c if idx == () else 0.0)) * scale[k]
-            rows.append(v + self.standardizer.y_loc if idx == () else v)
-        return torch.stack(rows)
-
-    def _residual_size(self, f0):
-        r""":math:`\|\psi[f](Z) - g(Z)\|` for the jet ``f0`` of :math:`f` at :math:`Z`: the
-        merit of a damped Gauss-Newton step."""
-        parts = []
-        for start, stop, eq, value in self._blocks():
-            jet = {idx: f0[k, start:stop] for k, idx in enumerate(self.indices)}
-            h = linearise(eq, jet, self.Z[start:stop], self.input_names).h0
-            parts.append(h.detach() - value(self.Z[start:stop]))
-        return float(self._rows(torch.cat(parts)).norm())
-
-    def _warn_unused_coefficients(self, seed):
-        """One line naming each learned coefficient the residual never depends on (at
-        random jets): the fit cannot move it."""
-        coefficients = [(n, getattr(owner, p + "_unconstrained"))
-                        for n, owner, p in self._coefficients()]
-        if not coefficients:
-            return
-        blocks = self._blocks()
-
-        def residual(g):
-            parts = []
-            for start, stop, eq, _ in blocks:
-                probe = self.Z[start:stop][:: max(1, (stop - start) // 16)][:16]
-                jet = {i: torch.randn(probe.shape[0], generator=g, dtype=probe.dtype)
-                       for i in self.indices}
-                parts.append(linearise(eq, jet, probe, self.input_names).h0)
-            return torch.cat(parts)
-        unused = unused_coefficients(residual, coefficients, seed=seed)
-        if unused:
-            warn(f"{', '.join(unused)} never enter{'s' if len(unused) == 1 else ''} the "
-                 f"residual of {self._what()}: the fit cannot learn "
-                 f"{'it' if len(unused) == 1 else 'them'} (fix them, or check the equation)")
-
     # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
-    def _residual_parts(self, jet):
-        r"""``{block: (points, residual, size)}``: :math:`\psi[\mu](Z) - g(Z)` and the size
-        of the terms :math:`J_\alpha \partial^\alpha \mu` (and :math:`g`) at each point,
-        for the equation and each condition, from the posterior mean's jet ``jet`` at Z (user
-        units; :func:`~pyro_pidkl.physics.linearise.residual_parts`). Not judged: the
-        equation with an unknown (``"gp"``) source, whose residual *is* the source's
-        posterior mean, and a periodic condition, whose rows are differences."""
-        out = {}
-        blocks = self._blocks()[:1 + len(self.conditions)]
-        names = [f"equation {self.equation.name!r}"] + [f"condition {c.name!r}"
-                                                        for c in self.conditions]
-        for (start, stop, eq, value), name, c in zip(blocks, names, [None, *self.conditions]):
-            if (c is not None and c.pair is not None) or (c is None and self.source_kind == "gp"):
-                continue     # a periodic pair's rows are differences; an unknown source is
-                             # the residual itself
-            part = {idx: jet[k, start:stop] for k, idx in enumerate(self.indices)}
-            Zb = self.Z[start:stop]
-            out[name] = (Zb, *residual_parts(eq, part, Zb, self.input_names, value(Zb)))
-        return out
-
     def _log_evidence_ratio(self):
         r""":math:`\log p(y \mid v) - \log p(y)`: the fit's data density given the
         equation (profiled over the kernel's variance) against the best SE-ARD GP of the
@@ -760,8 +476,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
         kern = getattr(self.kernel, "kern", self.kernel)
         if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
             return {}
-        n, d = self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim
-        low = 0.5 * math.sqrt(12.0) / n ** (1.0 / d)
+        low = half_spacing(self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim)
         return {kern.lengthscale_unconstrained: (math.log(low), None)}
 
     @contextlib.contextmanager
@@ -820,91 +535,6 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                 setattr(self, name, t)
             self._cache = None
 
-    @own_parameters
-    def conditional(self):
-        """The joint Gaussian of the data and the virtual observations at the converged
-        linearisation (pure: see :meth:`solve`)."""
-        return self.solve()[0]
-
-    def posterior(self):
-        """Refused: the data-only GP posterior is not this model's; use ``model(X)`` or
-        :meth:`conditional` (the posterior given the data and the equation)."""
-        raise TypeError("PhysicsConditionedGP's posterior is conditioned on the equation as "
-                        "well as the data: use model(X) or model.conditional(), not posterior()")
-
-    @own_parameters
-    def posterior_mean(self, Xnew):
-        r"""The posterior mean of :math:`f` at ``Xnew`` ``(P, d)`` in the user's units,
-        without the variance (whose :math:`O((N + M)^2 P)` triangular solve dominates a
-        prediction at as many points as the collocation set): ``(P,)``."""
-        Xnew = self._check_new_inputs(Xnew)
-        with torch.no_grad():
-            joint = self.conditional()
-            U = self.standardizer.x_to_model(Xnew)
-            alpha, M = joint.weights(), joint.M
-            a_points = self._points(alpha[:M])
-            parts = []
-            for Uc in torch.split(U, 2048):        # memory bounded by 2048 rows at a time
-                UZ = OperatorCovariance(self.kernel, Uc, self.Z_s)
-                UX = OperatorCovariance(self.kernel, Uc, self.X_s)
-                parts.append(UZ.matvec({(): 1.0}, joint.w, a_points)
-                             + UX.matvec({(): 1.0}, {(): 1.0}, alpha[M:]))
-            return self.standardizer.f_to_user(torch.cat(parts) + joint.c)
-
-    def _signal_variance(self):
-        """The kernel's variance parameter (standardised units); every covariance is
-        relative to it and the fit profiles it out (:meth:`signal_variance`)."""
-        kern = getattr(self.kernel, "kern", self.kernel)
-        return kern.variance
-
-    @own_parameters
-    def signal_variance(self):
-        r"""The prior variance of :math:`f` in the user's units at its maximum-likelihood
-        value :math:`\hat s^2` (profiled out of the objective; the kernel's ``variance``
-        parameter is only its unit), a float."""
-        with torch.no_grad():
-            scale = self._scale(self.conditional())
-            return float(self.standardizer.var_to_user(self._signal_variance() * scale))
-
-    def _scale(self, joint):
-        """The maximum-likelihood factor of the kernel's variance at ``joint`` (every
-        covariance is relative to it, so the fit profiles it out)."""
-        return joint.scale(conditional=self.objective == "conditional")
-
-    def _noise_s(self):
-        with torch.no_grad():
-            joint = self.conditional()
-            return self.noise.detach() * self._signal_variance().detach() * self._scale(joint)
-
-    def _predict(self, U, full_cov):
-        joint = self.conditional()
-        cross = self._cross(joint, U)
-        mean = joint.mean(cross) + joint.c
-        prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
-        var = joint.variance(cross, prior, full_cov) * self._scale(joint)
-        # the parameters' Laplace uncertainty: the spread of the mean between sigma points
-        points = self._sigma_points()
-        if points:
-            names, theta, eta = self._laplace_parameters(True)
-            for pair in points:
-                means = []
-                for values, at in pair:
-                    with parameters_at(theta + eta, values):
-                        means.append(at.mean(self._cross(at, U)))
-                half = 0.5 * (means[0] - means[1])
-                var = var + (half[:, None] * half[None, :] if full_cov else half.pow(2))
-        return mean, var
-
-    def _objective(self, joint):
-        r"""The fit's objective at ``joint``: :math:`\log p(y \mid v)` (``"conditional"``) or
-        :math:`\log p(v, y)` (``"joint"``), each maximised over the kernel's variance, plus
-        the log priors (``priors``, ``source_prior`` among them)."""
-        if self.objective == "conditional":
-            value = joint.log_prob_data_given_virtual(profile=True)
-        else:
-            value = joint.log_prob(profile=True)
-        return value + self.log_prior()
-
     def _what(self):
         return f"equation {self.equation.name!r}"
 
@@ -918,7 +548,7 @@ class PhysicsConditionedGP(LinearisedConditioning, ExactGP):
                     out[name] = getattr(owner, p).detach().cpu().tolist()
             return out
 
-    # -- Laplace: coefficient intervals and their effect on predictions -----------------
+    # -- Laplace (ParameterUncertainty) ------------------------------------------------
     def _nuisance_parameters(self):
         """The GP's own scalar parameters (kernel lengthscales, noise, source; not a feature
         net, not the profiled kernel variance, which has no curvature of its own)."""

@@ -1,7 +1,8 @@
 r"""What a GP conditioned on a linearised equation (or system) does with it: damped
 Gauss-Newton to the posterior mean, the pure, cached solution at the current parameters,
-the one method that moves the linearisation point, and the Laplace approximation of the
-learned coefficients with its effect on predictions.
+the one method that moves the linearisation point, and the check that the fitted model's
+data and equation agree. The parameters' priors and Laplace uncertainty are
+:mod:`~pyro_pidkl.models.parameter_uncertainty`'s.
 
 :class:`LinearisedConditioning` is a mixin of
 :class:`~pyro_pidkl.models.PhysicsConditionedGP` and
@@ -9,30 +10,24 @@ learned coefficients with its effect on predictions.
 model: ``operators()``, ``linearise(f0)`` -> ``(w, b)``, ``joint(w, b, closed_form=,
 operators=)``, ``_mean_jet(joint)`` and ``_data_jet()`` (jets whose last axis runs over the
 collocation points and whose second-to-last over ``indices``), ``_residual_size(f0)``,
-``_objective(joint)``, ``_coefficients()``, ``_nuisance_parameters()`` and
-``_what()`` (how messages name it); and the state ``f0``, ``f0_set``, ``fitted``,
-``linear``, ``indices``, ``newton_tol``, ``newton_max_iter``, ``parameter_uncertainty``,
-``_cache``.
+``_residual_parts(jet)``, ``_log_evidence_ratio()``, ``_objective(joint)`` and ``_what()``
+(how messages name it); and the state ``f0``, ``f0_set``, ``linear``, ``indices``,
+``newton_tol``, ``newton_max_iter``, ``_cache``.
 """
 
 import contextlib
-import copy
 import math
 
 import torch
-from pyro.nn import PyroParam
 
-from ..checks import warn
+from ..checks import positive_int, warn
 from ..diagnostics.adequacy import Adequacy, ModelMisfitWarning
 from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
-from ..infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
-                             sigma_points)
 from ..param_scope import own_parameters
 from ..physics.collocation import maximin_subset
 from ..physics.linearise import relative
 
-__all__ = ["COEFFICIENT_PRIOR_SD", "ConvergenceWarning", "GaussNewtonResult",
-           "LinearisedConditioning", "default_coefficient_log_prior", "with_point_priors"]
+__all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning"]
 
 
 class GaussNewtonResult:
@@ -47,97 +42,45 @@ class GaussNewtonResult:
                 f"change={self.change:.3g})")
 
 
-def with_point_priors(equation):
-    """The equation (or system), or a copy of it in which a coefficient declared with a
-    prior is a parameter (its prior enters the objective: a MAP estimate, and the density
-    that :func:`~pyro_pidkl.infer.nuts.sample_coefficients` samples), not a sample site."""
-    if not any(spec.prior is not None and not spec.fixed for spec in equation.specs.values()):
-        return equation
-    equation = copy.deepcopy(equation)
-    for name, spec in equation.specs.items():
-        if spec.prior is not None and not spec.fixed:
-            delattr(equation, name)
-            setattr(equation, name, PyroParam(spec.init.clone(), spec.constraint))
-    return equation
-
-
-#: the standard deviation, on its unconstrained scale (the log of a positive coefficient),
-#: of a learned coefficient's default prior about the value it is started at
-COEFFICIENT_PRIOR_SD = 2.0
-
-
-def default_coefficient_log_prior(spec, u):
-    r"""The weak prior of a learned coefficient declared without one:
-    :math:`u \sim \mathcal{N}(u_0, 2^2)` on its unconstrained scale, centred on the value
-    it was given (:math:`u_0`, the user's guess): a factor :math:`e^2 \approx 7` per
-    standard deviation for a positive coefficient. The data overrule it wherever they speak;
-    where they do not, a flat prior on :math:`\log\theta` is improper and puts its mass at
-    :math:`\theta \to 0`: a damping ran to 1e-7 on data that fit it 1.3 nats worse at the
-    truth, its band missing the solution, and van der Pol's :math:`\mu` to 0 from 1 (the
-    truth 1.5 a 64 nats better optimum). Declare a prior (``Parameter(..., prior=...)``)
-    to state another."""
-    u0 = torch.distributions.transform_to(spec.constraint).inv(spec.init.to(u))
-    z = (u - u0) / COEFFICIENT_PRIOR_SD
-    return (-0.5 * z.pow(2) - math.log(COEFFICIENT_PRIOR_SD * math.sqrt(2 * math.pi))).sum()
+#: the starts (lengthscales, standardised units) of the data-only GP that the adequacy
+#: check's evidence compares with: the best of them is kept
+REFERENCE_LENGTHSCALES = (1.0, 0.3, 0.1)
 
 
 class LinearisedConditioning:
-    """Gauss-Newton, the cached solution and Laplace, shared by the conditioned models
-    (module docstring)."""
+    """Gauss-Newton, the cached solution, the objective and the adequacy check, shared by the
+    conditioned models (module docstring)."""
 
-    def log_prior(self):
-        r""":math:`\log p(\theta) + \log p(\eta)`: each learned coefficient's prior (its
-        declared one, else the weak default of :func:`default_coefficient_log_prior`) and
-        the GP's parameters' given ``priors``."""
-        total = self.coefficient_log_prior()
-        for name, owner, p in self.hyperparameters():
-            prior = self.priors.get(name)
-            if prior is not None:
-                total = total + prior.log_prob(getattr(owner, p)).sum()
-        return total
+    #: the objective is maximised over the kernel's variance (every covariance is relative to
+    #: it): the single-output model's, whose noise is relative to its signal; a system's
+    #: outputs each keep their own
+    profile_scale = False
 
-    def coefficient_log_prior(self):
-        r""":math:`\log p(\theta)`: each learned coefficient's prior (its declared one, else
-        the weak default of :func:`default_coefficient_log_prior`)."""
-        total = 0.0
-        for _, owner, p in self._coefficients():
-            spec = owner.specs[p]
-            if spec.prior is not None:
-                total = total + spec.prior.log_prob(getattr(owner, p)).sum()
-            else:
-                total = total + default_coefficient_log_prior(
-                    spec, getattr(owner, p + "_unconstrained"))
-        return total
+    def _objective(self, joint):
+        r"""The fit's objective at ``joint``: :math:`\log p(y \mid v)` (``objective=
+        "conditional"``) or :math:`\log p(v, y)` (``"joint"``), maximised over the kernel's
+        variance where :attr:`profile_scale`, plus the log priors (``log_prior()``)."""
+        if self.objective == "conditional":
+            value = joint.log_prob_data_given_virtual(profile=self.profile_scale)
+        else:
+            value = joint.log_prob(profile=self.profile_scale)
+        return value + self.log_prior()
 
-    def hyperparameters(self):
-        """``[(name, owner, attribute), ...]`` of the GP's own scalar parameters that are
-        learned now (``_nuisance_parameters()``), named by their module path in the model's
-        units (``"kernel.lengthscale"``: inputs scaled to the domain; ``"noise"``: relative
-        to the signal's variance). A parameter held (a noise at its floor) is not among them.
-        """
-        wanted = {id(q) for q in self._nuisance_parameters()}
-        out = []
-        for path, module in self.named_modules():
-            for attr in getattr(module, "_pyro_params", {}):
-                q = module._parameters.get(attr + "_unconstrained")
-                if q is not None and id(q) in wanted:
-                    out.append((f"{path}.{attr}" if path else attr, module, attr))
-        return out
+    def _set_newton(self, newton_tol, newton_max_iter):
+        """Gauss-Newton's tolerance (> 0) and largest number of iterations, checked."""
+        if not newton_tol > 0:
+            raise ValueError(f"Expected newton_tol > 0; got {newton_tol!r}")
+        self.newton_tol = float(newton_tol)
+        self.newton_max_iter = positive_int(newton_max_iter, "newton_max_iter")
 
-    def _set_priors(self, priors):
-        r"""``priors``, ``{name: distribution}`` over the GP's parameters in the model's
-        units (:meth:`hyperparameters`' names; e.g. ``{"kernel.lengthscale":
-        dist.LogNormal(0, 1)}``), checked against the model's parameters in one line."""
-        priors = dict(priors or {})
-        names = [name for name, _, _ in self.hyperparameters()]
-        for name, prior in priors.items():
-            if name not in names:
-                raise ValueError(f"Expected priors to name the GP's parameters among "
-                                 f"{names}; got {name!r}")
-            if not isinstance(prior, torch.distributions.Distribution):
-                raise TypeError(f"Expected the prior of {name!r} to be a torch or Pyro "
-                                f"distribution; got {type(prior).__name__}")
-        self.priors = priors
+    def _warn_unused(self, unused, residual="residual", of="equation"):
+        """One line naming each learned coefficient in ``unused`` (found by
+        :func:`~pyro_pidkl.physics.linearise.unused_coefficients`): the residual never
+        depends on it, and the fit cannot move it."""
+        if unused:
+            warn(f"{', '.join(unused)} never enter{'s' if len(unused) == 1 else ''} the "
+                 f"{residual} of {self._what()}: the fit cannot learn "
+                 f"{'it' if len(unused) == 1 else 'them'} (fix them, or check the {of})")
 
     def _check_right_hand_sides(self):
         """Refuse, in one line and before any fit, what no fit can mend: a condition whose
@@ -310,53 +253,6 @@ class LinearisedConditioning:
         f0 = self.f0 if self.linear else self.solve()[1]
         return -self._objective(self.joint(*self.linearise(f0)))
 
-    def _laplace_loss(self):
-        """The negative objective at the converged linearisation, twice differentiable."""
-        _, f0, _ = self.solve()
-        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
-
-    def _laplace_parameters(self, nuisance=True):
-        """``(names, theta, eta)``: the learned coefficients' names, their unconstrained
-        tensors, and (with ``nuisance``) the GP's own parameters
-        (``_nuisance_parameters()``)."""
-        coefficients = self._coefficients()
-        names = [n for n, _, _ in coefficients]
-        theta = [getattr(owner, p + "_unconstrained") for _, owner, p in coefficients]
-        return names, theta, (self._nuisance_parameters() if nuisance else [])
-
-    @own_parameters
-    def laplace(self, nuisance=True, prior_sd=None):
-        r"""The Laplace approximation of the learned coefficients :math:`\theta` and, with
-        ``nuisance``, the GP's scalar parameters :math:`\eta`
-        (:func:`~pyro_pidkl.infer.laplace.laplace`; its Hessian kept with the state).
-
-        :returns: ``(names, sizes, H, cov)``."""
-        names, sizes, H, P0 = self.laplace_parts(nuisance)
-        return names, sizes, H, laplace_covariance(H, sum(sizes), prior_sd=prior_sd,
-                                                   prior_precision=P0)
-
-    @own_parameters
-    def laplace_parts(self, nuisance=True):
-        """The Hessians of the negative objective and of the declared priors
-        (:func:`~pyro_pidkl.infer.laplace.laplace_parts`), kept with the state.
-
-        :returns: ``(names, sizes, H, P0)``."""
-        key = (self._state_key(), nuisance)
-        cached = getattr(self, "_laplace_cache", None)
-        if cached is None or cached[0] != key:
-            self._laplace_cache = (key, laplace_parts(self, nuisance))
-        return self._laplace_cache[1]
-
-    @own_parameters
-    def coefficient_intervals(self, prob=0.9, nuisance=True):
-        r"""Laplace intervals for the learned equation coefficients
-        (:func:`~pyro_pidkl.infer.laplace.coefficient_intervals`): what the data and the
-        equation say, ``[0, inf]`` (with ``identified`` False) for a coefficient they leave
-        free.
-
-        :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
-        return coefficient_intervals(self, prob, nuisance)
-
     # -- adequacy: do the data and the equation agree? -----------------------------------
     @own_parameters
     def adequacy(self):
@@ -400,16 +296,3 @@ class LinearisedConditioning:
     def _trajectory_misfit(self):
         """``{output: misfit}`` of an explicit ODE's own trajectory (systems only)."""
         return {}
-
-    def _sigma_points(self):
-        """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
-        before a fit or with ``parameter_uncertainty=False``."""
-        key = (self._state_key(), bool(self.fitted), bool(self.parameter_uncertainty))
-        cached = getattr(self, "_sigma_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        points = []
-        if self.parameter_uncertainty and bool(self.fitted):
-            points = sigma_points(self)
-        self._sigma_cache = (key, points)
-        return points

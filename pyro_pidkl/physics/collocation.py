@@ -12,7 +12,8 @@ import torch
 
 from ..checks import positive_int
 
-__all__ = ["boundary_points", "box_bounds", "collocation_points", "maximin_subset"]
+__all__ = ["boundary_points", "box_bounds", "collocation_points", "collocation_set",
+           "half_spacing", "maximin_subset"]
 
 _DESIGNS = ("sobol", "grid", "random")
 
@@ -68,6 +69,36 @@ def collocation_points(domain, count, design="sobol", seed=0, input_names=None):
     low, high = box_bounds(domain, input_names)
     u = _unit_points(low.shape[0], count, design, seed, low.dtype)
     return low + (high - low) * u
+
+
+def collocation_set(collocation, domain, input_names, design="sobol", seed=0,
+                    dtype=torch.float64, shape=None):
+    """A model's collocation points from its ``collocation`` argument: ``None`` (``200 d``
+    points), a count, or an ``(M, d)`` tensor of them in user units
+    (:func:`given_points`); a count is a ``design`` in the resolved box ``domain``
+    (:func:`collocation_points`) or, given a ``shape`` of
+    :mod:`~pyro_pidkl.physics.geometry`, inside it (Sobol or random).
+
+    :returns: ``(M, d)`` of ``dtype``.
+    """
+    if isinstance(collocation, torch.Tensor) or hasattr(collocation, "shape"):
+        return given_points(collocation, input_names, dtype)
+    count = positive_int(200 * len(input_names) if collocation is None else collocation,
+                         "collocation")
+    if shape is None:
+        return collocation_points(domain, count, design, seed).to(dtype)
+    if design == "grid":
+        raise ValueError("Expected design 'sobol' or 'random' on a shape that is not a box; "
+                         "got 'grid'")
+    return shape.interior(count, seed).to(dtype)
+
+
+def half_spacing(count, d):
+    r"""Half the spacing of ``count`` points spread evenly over a box standardised to unit
+    variance in each of its ``d`` inputs (sides :math:`\sqrt{12}`):
+    :math:`\tfrac12 \sqrt{12} / count^{1/d}`. Below it an SE kernel's lengthscale sees
+    each point alone (the models' lower bound on it)."""
+    return 0.5 * math.sqrt(12.0) / count ** (1.0 / d)
 
 
 def boundary_points(domain, count, seed=0, input_names=None, design="sobol"):

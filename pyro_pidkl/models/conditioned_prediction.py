@@ -1,0 +1,96 @@
+r"""What a fitted :class:`~pyro_pidkl.models.PhysicsConditionedGP` predicts: the posterior
+of :math:`f` given the data and the equation, at the converged linearisation.
+
+With :math:`k_{*} = \operatorname{cov}(\partial^\alpha f(U), [v; y])`
+(:meth:`~pyro_pidkl.models.conditioned_joint.EquationJoint._cross`) and :math:`A` the joint's
+covariance,
+
+.. math::
+    \mathbb{E} f(U) = c + k_*^\top A^{-1} ([v; y] - m), \qquad
+    \operatorname{var} f(U) = \hat s^2 \bigl(k(U, U) - k_*^\top A^{-1} k_*\bigr)
+        + \text{the parameters' share}
+
+(:math:`\hat s^2` the profiled scale of the kernel's variance; the parameters' share from
+:meth:`~pyro_pidkl.models.parameter_uncertainty.ParameterUncertainty._parameter_spread`).
+Every method is pure: it solves from the stored linearisation point and writes nothing.
+
+:class:`ConditionedPrediction` is a mixin of
+:class:`~pyro_pidkl.models.PhysicsConditionedGP`.
+"""
+
+import torch
+
+from ..param_scope import own_parameters
+from ..kernels.operators import OperatorCovariance
+
+__all__ = ["ConditionedPrediction"]
+
+
+class ConditionedPrediction:
+    """The posterior given the data and the equation (module docstring)."""
+
+    @own_parameters
+    def conditional(self):
+        """The joint Gaussian of the data and the virtual observations at the converged
+        linearisation (pure: see :meth:`solve`)."""
+        return self.solve()[0]
+
+    def posterior(self):
+        """Refused: the data-only GP posterior is not this model's; use ``model(X)`` or
+        :meth:`conditional` (the posterior given the data and the equation)."""
+        raise TypeError("PhysicsConditionedGP's posterior is conditioned on the equation as "
+                        "well as the data: use model(X) or model.conditional(), not posterior()")
+
+    @own_parameters
+    def posterior_mean(self, Xnew):
+        r"""The posterior mean of :math:`f` at ``Xnew`` ``(P, d)`` in the user's units,
+        without the variance (whose :math:`O((N + M)^2 P)` triangular solve dominates a
+        prediction at as many points as the collocation set): ``(P,)``."""
+        Xnew = self._check_new_inputs(Xnew)
+        with torch.no_grad():
+            joint = self.conditional()
+            U = self.standardizer.x_to_model(Xnew)
+            alpha, M = joint.weights(), joint.M
+            a_points = self._points(alpha[:M])
+            parts = []
+            for Uc in torch.split(U, 2048):        # memory bounded by 2048 rows at a time
+                UZ = OperatorCovariance(self.kernel, Uc, self.Z_s)
+                UX = OperatorCovariance(self.kernel, Uc, self.X_s)
+                parts.append(UZ.matvec({(): 1.0}, joint.w, a_points)
+                             + UX.matvec({(): 1.0}, {(): 1.0}, alpha[M:]))
+            return self.standardizer.f_to_user(torch.cat(parts) + joint.c)
+
+    def _signal_variance(self):
+        """The kernel's variance parameter (standardised units); every covariance is
+        relative to it and the fit profiles it out (:meth:`signal_variance`)."""
+        kern = getattr(self.kernel, "kern", self.kernel)
+        return kern.variance
+
+    @own_parameters
+    def signal_variance(self):
+        r"""The prior variance of :math:`f` in the user's units at its maximum-likelihood
+        value :math:`\hat s^2` (profiled out of the objective; the kernel's ``variance``
+        parameter is only its unit), a float."""
+        with torch.no_grad():
+            scale = self._scale(self.conditional())
+            return float(self.standardizer.var_to_user(self._signal_variance() * scale))
+
+    def _scale(self, joint):
+        """The maximum-likelihood factor of the kernel's variance at ``joint`` (every
+        covariance is relative to it, so the fit profiles it out)."""
+        return joint.scale(conditional=self.objective == "conditional")
+
+    def _noise_s(self):
+        with torch.no_grad():
+            joint = self.conditional()
+            return self.noise.detach() * self._signal_variance().detach() * self._scale(joint)
+
+    def _predict(self, U, full_cov):
+        joint = self.conditional()
+        cross = self._cross(joint, U)
+        mean = joint.mean(cross) + joint.c
+        prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
+        var = joint.variance(cross, prior, full_cov) * self._scale(joint)
+        # the parameters' Laplace uncertainty: the spread of the mean between sigma points
+        var = var + self._parameter_spread(lambda at: at.mean(self._cross(at, U)), full_cov)
+        return mean, var
