@@ -54,7 +54,6 @@ with :class:`~pyro_pidkl.models.ConditionedSystemGP`), priors and Laplace
 (:mod:`~pyro_pidkl.models.conditioned_prediction`).
 """
 
-import contextlib
 import itertools
 import math
 
@@ -65,7 +64,6 @@ from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
 from ..checks import distinct_inputs, equation_input_names, positive_int, warn
-from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..gp.standardise import Standardizer
 from ..kernels.deep import deep_kernel
 from ..kernels.derivatives import derivative_kernel_supported
@@ -292,6 +290,19 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         self._set_priors(priors)
         self._check_right_hand_sides()
 
+    def parameter_bounds(self):
+        r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay
+        above half the spacing of the points (data and collocation) in each input,
+        :math:`\tfrac12 \sqrt{12} / n^{1/d}` in standardised units. Below it the kernel
+        sees each point alone, a degenerate optimum of the marginal likelihood (the
+        derivative covariances grow as :math:`l^{-4}` and every point becomes its own
+        observation)."""
+        kern = getattr(self.kernel, "kern", self.kernel)
+        if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
+            return {}
+        low = half_spacing(self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim)
+        return {kern.lengthscale_unconstrained: (math.log(low), None)}
+
     # -- construction helpers ----------------------------------------------------------
     def _standardise_on_domain(self, standardize):
         """Inputs standardised by the domain box (its centre, and the spread of a uniform
@@ -466,75 +477,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
     def _noise_is_learned(self):
         return "noise" in self._pyro_params
 
-    def parameter_bounds(self):
-        r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay
-        above half the spacing of the points (data and collocation) in each input,
-        :math:`\tfrac12 \sqrt{12} / n^{1/d}` in standardised units. Below it the kernel
-        sees each point alone, a degenerate optimum of the marginal likelihood (the
-        derivative covariances grow as :math:`l^{-4}` and every point becomes its own
-        observation)."""
-        kern = getattr(self.kernel, "kern", self.kernel)
-        if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
-            return {}
-        low = half_spacing(self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim)
-        return {kern.lengthscale_unconstrained: (math.log(low), None)}
-
-    @contextlib.contextmanager
-    def collocation_subset(self, count):
-        r"""Condition on ``count`` of the collocation points (a maximin subset,
-        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block;
-        on leaving it, all points are back and the linearisation point is the subset
-        solution's posterior mean at all of them. Used by :func:`~pyro_pidkl.infer.fit` to
-        learn the parameters of a large problem."""
-        M = self.Z.shape[0]
-        E = M - self.condition_rows
-        if count is None or count >= E:
-            yield self
-            return
-        eq_idx = maximin_subset(self.Z_s[:E], count)
-        idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
-        Z, Z_s, f0, row_noise = self.Z, self.Z_s, self.f0, self.row_noise
-        self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
-        self.row_noise = torch.cat([row_noise[eq_idx], row_noise[E:]])
-        self._cache = None
-        try:
-            yield self
-        finally:
-            full = f0
-            try:
-                with torch.no_grad():
-                    joint, _, result = self._gauss_newton(self.f0)
-                    if math.isfinite(result.change):
-                        full = self._mean_jet(joint, U=Z_s)
-            except (NonFiniteError, NotPositiveDefiniteError):
-                pass
-            self.Z, self.Z_s, self.f0 = Z, Z_s, full
-            self.row_noise = row_noise
-            self._cache = None
-
-    @contextlib.contextmanager
-    def data_subset(self, count):
-        r"""Condition on ``count`` of the data (a maximin subset of their inputs,
-        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block; on
-        leaving it, all data are back. Used by :func:`~pyro_pidkl.infer.fit` to screen the
-        starts of a fit on many data (:attr:`screen_data`): the screen only ranks the
-        starts, and the best is then fitted to all the data."""
-        N = self.X.shape[0]
-        if count is None or count >= N:
-            yield self
-            return
-        keep = maximin_subset(self.X_s, count)
-        full = {name: getattr(self, name) for name in ("X", "y", "X_s", "y_s")}
-        for name, t in full.items():
-            setattr(self, name, t[keep])
-        self._cache = None
-        try:
-            yield self
-        finally:
-            for name, t in full.items():
-                setattr(self, name, t)
-            self._cache = None
-
+    # -- what messages and reports name -------------------------------------------------
     def _what(self):
         return f"equation {self.equation.name!r}"
 

@@ -32,12 +32,17 @@ which provides the data (``X_s``, ``y_s``, ``standardizer``, ``prior_mean()``), 
 ``Z``, ``Z_s``, ``indices``, the noises and the source's settings.
 """
 
+import contextlib
+import math
+
 import torch
 from pyro.nn import PyroModule
 
+from ..errors import NonFiniteError, NotPositiveDefiniteError
 from ..gp.joint import JointGaussian
 from ..gp.posterior import jittered_cholesky
 from ..kernels.operators import OperatorCovariance
+from ..physics.collocation import maximin_subset
 from ..physics.condition import Condition
 from ..physics.derivatives import Inputs
 from ..physics.linearise import linearise, residual_parts, unused_coefficients
@@ -47,7 +52,8 @@ __all__ = ["EquationJoint"]
 
 class EquationJoint:
     """The rows of the virtual observations, the linearised equation's joint with the data,
-    and the jets of its posterior mean (module docstring)."""
+    the jets of its posterior mean, and the joint on subsets of its rows (module
+    docstring)."""
 
     def _with_conditions(self, Z, conditions):
         """The collocation points followed by every condition's points."""
@@ -312,3 +318,60 @@ class EquationJoint:
                 parts.append(linearise(eq, jet, probe, self.input_names).h0)
             return torch.cat(parts)
         self._warn_unused(unused_coefficients(residual, coefficients, seed=seed))
+
+    # -- subsets: the joint on fewer rows (infer.fit's screen and its large problems) ------
+    @contextlib.contextmanager
+    def collocation_subset(self, count):
+        r"""Condition on ``count`` of the collocation points (a maximin subset,
+        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block;
+        on leaving it, all points are back and the linearisation point is the subset
+        solution's posterior mean at all of them. Used by :func:`~pyro_pidkl.infer.fit` to
+        learn the parameters of a large problem."""
+        M = self.Z.shape[0]
+        E = M - self.condition_rows
+        if count is None or count >= E:
+            yield self
+            return
+        eq_idx = maximin_subset(self.Z_s[:E], count)
+        idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
+        Z, Z_s, f0, row_noise = self.Z, self.Z_s, self.f0, self.row_noise
+        self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
+        self.row_noise = torch.cat([row_noise[eq_idx], row_noise[E:]])
+        self._cache = None
+        try:
+            yield self
+        finally:
+            full = f0
+            try:
+                with torch.no_grad():
+                    joint, _, result = self._gauss_newton(self.f0)
+                    if math.isfinite(result.change):
+                        full = self._mean_jet(joint, U=Z_s)
+            except (NonFiniteError, NotPositiveDefiniteError):
+                pass
+            self.Z, self.Z_s, self.f0 = Z, Z_s, full
+            self.row_noise = row_noise
+            self._cache = None
+
+    @contextlib.contextmanager
+    def data_subset(self, count):
+        r"""Condition on ``count`` of the data (a maximin subset of their inputs,
+        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block; on
+        leaving it, all data are back. Used by :func:`~pyro_pidkl.infer.fit` to screen the
+        starts of a fit on many data (:attr:`screen_data`): the screen only ranks the
+        starts, and the best is then fitted to all the data."""
+        N = self.X.shape[0]
+        if count is None or count >= N:
+            yield self
+            return
+        keep = maximin_subset(self.X_s, count)
+        full = {name: getattr(self, name) for name in ("X", "y", "X_s", "y_s")}
+        for name, t in full.items():
+            setattr(self, name, t[keep])
+        self._cache = None
+        try:
+            yield self
+        finally:
+            for name, t in full.items():
+                setattr(self, name, t)
+            self._cache = None
