@@ -29,7 +29,7 @@ def test_core_imports_no_study_module():
 
 def test_no_core_module_refers_to_the_study():
     """No import statement of the core (anywhere in a module, lazy ones included) names
-    :mod:`pyro_pidkl.paper`, ``benchmarks`` or ``studies``."""
+    :mod:`pyro_pidkl.paper`, ``benchmarks`` or the studies."""
     root = Path(pk.__file__).parent
     offenders = []
     for path in root.rglob("*.py"):

@@ -77,3 +77,27 @@ def test_no_subpackage_imports_one_that_imports_it_back():
                 packages[top(m)].add(top(t))
     assert "pyro_pidkl.physics" in packages["pyro_pidkl.models"]
     assert _cycles(packages, list(packages)) == []
+
+
+def _layers():
+    """``{subpackage or top-level module: layer}`` read from docs/layout.md's picture."""
+    import re
+    text = (ROOT.parent / "docs" / "layout.md").read_text()
+    out = {}
+    for m in re.finditer(r"^layer (\d+)  (.*?)(?:  {2,}.*)?$", text, re.M):
+        for name in m.group(2).split():
+            out["pyro_pidkl." + name] = int(m.group(1))
+    return out
+
+
+def test_every_import_points_down_the_layers_of_the_documented_picture():
+    """docs/layout.md draws the subpackages in layers; each imports only from layers below
+    its own, and the picture names every subpackage and top-level module."""
+    files, graph = _graph()
+    layers = _layers()
+    top = lambda m: ".".join(m.split(".")[:2])              # noqa: E731
+    assert set(layers) == {top(m) for m in files if m != "pyro_pidkl"}
+    upward = sorted((m, t) for m, targets in graph.items() for t in targets
+                    if top(t) != top(m) and top(t) != "pyro_pidkl"
+                    and layers[top(t)] >= layers[top(m)])
+    assert upward == []

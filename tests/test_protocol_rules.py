@@ -1,4 +1,4 @@
-"""Checks of the selection rule the protocol studies (``studies/``) use to choose an option
+"""Checks of the selection rule the protocol studies (``docs/studies/``) use to choose an option
 across development twins."""
 
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "studies"))
 import dev_restarts  # noqa: E402
 from protocol_rules import mean_rank_choice  # noqa: E402
 

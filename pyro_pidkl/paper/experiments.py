@@ -46,7 +46,7 @@ class Protocol:
     :ivar seeds: default seeds.
     :ivar fixed: if set, the PI-DKL configuration (``gamma``, ``m`` and any other PIDKL
         option) that method ``pidkl`` uses without cross-validation, decided beforehand
-        (the simulations: on development twins, ``studies/dev_protocol.py``); method
+        (the simulations: on development twins, ``docs/studies/dev_protocol.py``); method
         ``pidkl-cv`` still chooses from ``grid`` by cross-validation.
     :ivar restarts: fits of the ``fixed`` configuration that methods ``pidkl-ens`` (their
         mixture) and ``pidkl-best`` (the lowest training objective) use
@@ -118,14 +118,14 @@ def _lfm_forces(**kwargs):
 
 #: the 1stODE configuration, chosen on a family of six 1stODE twins (``ode-dev``,
 #: ``ode-dev2`` and four drawn from a declared family) by the rule fixed in
-#: ``studies/dev_family.py`` before it ran (records: ``docs/results/dev_family.jsonl``),
-#: after ``ode-dev2`` showed that the first twin choice (``studies/protocol_rules.py``)
+#: ``docs/studies/dev_family.py`` before it ran (records: ``docs/results/dev_family.jsonl``),
+#: after ``ode-dev2`` showed that the first twin choice (``docs/studies/protocol_rules.py``)
 #: does not carry from one twin to another
 ODE_FAMILY_CHOICE = {"gamma": 1.0, "m": 30}
 
 #: the 1dDiffusion configuration, chosen on five 1dDiffusion twins (``diffusion-dev`` and
 #: four drawn from a declared family) by the rule fixed in
-#: ``studies/dev_diffusion_family.py`` before it ran (records:
+#: ``docs/studies/dev_diffusion_family.py`` before it ran (records:
 #: ``docs/results/dev_diffusion_family.jsonl``), after the paper task's coverage (0.47) had
 #: shown that ``diffusion-dev`` alone (0.87) does not reproduce its overconfidence; the
 #: same rule chose the restart with the best training objective (``pidkl-best``) as the
@@ -149,7 +149,7 @@ EXPERIMENTS = {
         methods=("pidkl", "pidkl-cv", "dkl", "skl", "lfm1", "lfm3", "lfm5", "pidkl-svgp",
                  "pidkl-bayes", "pidkl-ens", "pidkl-best"),
         # no restarts by default: on the six 1stODE twins restart 0 alone beat the best
-        # training objective and the mixture (``studies/dev_family_restarts.py``)
+        # training objective and the mixture (``docs/studies/dev_family_restarts.py``)
         default_methods=("pidkl", "pidkl-cv", "dkl", "skl"),
         lfm=_lfm_forces(equation="ode", time="t", origin=0.0),
         description="1stODE: f' + B f - D = g(t); train t < 0.1, test t in [0.1, 1]"),
@@ -255,10 +255,10 @@ VARIANTS = ("pidkl-svgp", "pidkl-bayes")
 VARIANT_CONFIG = {"gamma": 1.0, "m": 10}
 
 #: restarts of the fixed configuration: their mixture, or the best training objective.
-#: ``studies/dev_restarts.py`` chose ``pidkl-best`` for the first twin choice; for the present
+#: ``docs/studies/dev_restarts.py`` chose ``pidkl-best`` for the first twin choice; for the present
 #: configurations the families of twins chose it on 1dDiffusion
-#: (``studies/dev_diffusion_family.py``) and restart 0 alone on 1stODE
-#: (``studies/dev_family_restarts.py``), so only 1dDiffusion runs it by default
+#: (``docs/studies/dev_diffusion_family.py``) and restart 0 alone on 1stODE
+#: (``docs/studies/dev_family_restarts.py``), so only 1dDiffusion runs it by default
 RESTART_METHODS = ("pidkl-ens", "pidkl-best")
 
 

@@ -5,7 +5,7 @@ Seed 0 of the ``ode`` experiment, gamma = 1, m = 10, the experiments' sparse opt
 the test RMSE and 95% coverage, the learned noise and deep-kernel variance (standardised
 units) and the learned equation parameters. Test data are only scored, never used to choose.
 
-    python studies/sparse_ode_diagnosis.py [--jobs 2]
+    python docs/studies/sparse_ode_diagnosis.py [--jobs 2]
 """
 
 import argparse

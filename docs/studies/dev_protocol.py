@@ -10,9 +10,9 @@ any candidate ran:
     among the candidates whose median 95% coverage lies in [0.80, 0.99], the lowest median
     RMSE; if none does, the highest median test log predictive density.
 
-    python studies/dev_protocol.py [--tasks ode-dev,diffusion-dev] [--jobs 2] \\
+    python docs/studies/dev_protocol.py [--tasks ode-dev,diffusion-dev] [--jobs 2] \\
         > docs/results/dev_protocol.jsonl
-    python studies/dev_protocol.py --tasks ode-dev2 > docs/results/dev_protocol_ode_dev2.jsonl
+    python docs/studies/dev_protocol.py --tasks ode-dev2 > docs/results/dev_protocol_ode_dev2.jsonl
 
 (``ode-dev2`` was added after the choice, to see whether it holds on a second 1stODE twin.)
 """

@@ -5,7 +5,7 @@ import numpy as np
 __all__ = ["TWIN_CHOICE", "mean_rank_choice"]
 
 #: the simulations' first PI-DKL configuration, chosen on one development twin each
-#: (``ode-dev``, ``diffusion-dev``) by the rule fixed in ``studies/dev_protocol.py`` before
+#: (``ode-dev``, ``diffusion-dev``) by the rule fixed in ``docs/studies/dev_protocol.py`` before
 #: any candidate ran (records: ``docs/results/dev_protocol.jsonl``); not on the paper's
 #: tasks. Replaced on both by the families' choices (``ODE_FAMILY_CHOICE``,
 #: ``DIFFUSION_FAMILY_CHOICE`` in ``pyro_pidkl/paper/experiments.py``; its paper-task

@@ -1,9 +1,9 @@
 """How to use restarts of the 1stODE configuration, asked again on the family of 1stODE twins.
 
-Why: ``studies/dev_restarts.py`` chose ``best`` (the restart with the lowest training
+Why: ``docs/studies/dev_restarts.py`` chose ``best`` (the restart with the lowest training
 objective) for ``TWIN_CHOICE`` on ode-dev, ode-dev2 and diffusion-dev. The 1stODE has since
 run another configuration (``ODE_FAMILY_CHOICE``: gamma = 1, m = 30, plain deep kernel,
-chosen on six twins by ``studies/dev_family.py``), and on those twins every single fit of
+chosen on six twins by ``docs/studies/dev_family.py``), and on those twins every single fit of
 it was overconfident (median 95% coverage 0.01-0.14). This script asks the same question as
 ``dev_restarts.py`` for the present configuration, on the six twins of ``dev_family.py``:
 
@@ -21,7 +21,7 @@ fixed in this file before it first ran:
 What was known when this was written: on the paper's 1stODE, ``single`` (0.0485, coverage
 0.70) and ``best`` (0.0221, coverage 1.00) have run; ``ensemble`` has not.
 
-    python studies/dev_family_restarts.py > docs/results/dev_family_restarts.jsonl
+    python docs/studies/dev_family_restarts.py > docs/results/dev_family_restarts.jsonl
 """
 
 import dev_family

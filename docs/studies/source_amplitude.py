@@ -11,10 +11,10 @@ is held at each value instead of learned, one fit per value and seed (``learned`
 list keeps the default). Since :math:`\\log N(h | 0, s_g^2 R) = -h^T R^{-1} h / (2 s_g^2) -
 m \\log s_g + c`, a pinned amplitude sets how strongly the physics term binds the draw. TASK
 may also be a drawn 1dDiffusion twin (``diffusion-fam0`` ... of
-``studies/dev_diffusion_family.py``, at the 1dDiffusion protocol's configuration).
+``docs/studies/dev_diffusion_family.py``, at the 1dDiffusion protocol's configuration).
 
-    python studies/source_amplitude.py ode [--seeds 0-4]
-    python studies/source_amplitude.py diffusion-dev,diffusion-fam0 --seeds 0-2 \\
+    python docs/studies/source_amplitude.py ode [--seeds 0-4]
+    python docs/studies/source_amplitude.py diffusion-dev,diffusion-fam0 --seeds 0-2 \\
         --pin learned,10,0.1 --jobs 2
 """
 

@@ -6,7 +6,7 @@ twin (``diffusion-dev``) it covered 0.87, so that twin cannot tell a fix from no
 script asks, on five twins, whether more collocation points or the restarts' mixture give
 intervals that hold across instances of the task. Candidates (gamma = 1, the ``[phi(u), u]``
 kernel, 5 restarts seeded ``seed + 1000 r`` as in ``pidkl-ens``; the three uses of the
-restarts come from the same fits, as in ``studies/dev_restarts.py``):
+restarts come from the same fits, as in ``docs/studies/dev_restarts.py``):
 
     m10-single    restart 0 alone, m = 10       (``pidkl`` as it runs now)
     m10-best      the lowest training objective (``pidkl-best`` as it runs now)
@@ -28,7 +28,7 @@ Seeds 0-2 on every twin. The rule, fixed in this file before it first ran:
     configuration, and its use of the restarts (single: ``pidkl``, best: ``pidkl-best``,
     ensemble: ``pidkl-ens``) is the method reported as the protocol's.
 
-    python studies/dev_diffusion_family.py > docs/results/dev_diffusion_family.jsonl
+    python docs/studies/dev_diffusion_family.py > docs/results/dev_diffusion_family.jsonl
 """
 
 import dataclasses

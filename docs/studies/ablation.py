@@ -4,10 +4,10 @@ These are diagnostics of what limits accuracy and calibration, computed on the t
 they are not used to choose the settings of ``pidkl reproduce`` (which are the paper's
 architecture with gamma chosen by cross-validation on training data).
 
-    python studies/ablation.py diffusion '{"gamma": 1.0, "skip_inputs": true}'
-    python studies/ablation.py ode '{"gamma": 1.0, "m": 30}' --seeds 0-4
-    python studies/ablation.py all --jobs 2 > runs/ablation.jsonl   # the README's table
-    python studies/ablation.py study --jobs 2 > runs/study.jsonl    # prior mean, noise floor
+    python docs/studies/ablation.py diffusion '{"gamma": 1.0, "skip_inputs": true}'
+    python docs/studies/ablation.py ode '{"gamma": 1.0, "m": 30}' --seeds 0-4
+    python docs/studies/ablation.py all --jobs 2 > runs/ablation.jsonl   # the README's table
+    python docs/studies/ablation.py study --jobs 2 > runs/study.jsonl    # prior mean, noise floor
 
 ``study``: two more of the issue's questions, asked at the protocols' present configurations
 (1stODE: gamma 1, m 30; 1dDiffusion: gamma 1, m 30, ``[phi(u), u]`` kernel): a learned

@@ -1,6 +1,6 @@
 """Why more collocation points change 1dDiffusion: more points, or more weight?
 
-An ablation on the five 1dDiffusion twins of ``studies/dev_diffusion_family.py`` (not a
+An ablation on the five 1dDiffusion twins of ``docs/studies/dev_diffusion_family.py`` (not a
 choice: the protocol stays ``DIFFUSION_FAMILY_CHOICE``). The physics term is a sum over the
 ``m`` collocation points, so going from m = 10 to m = 30 at gamma = 1 both averages over more
 points and triples the term's weight beside the 48 data points. Holding ``gamma * m = 10``
@@ -15,7 +15,7 @@ all with the ``[phi(u), u]`` kernel, one fit (restart 0) per seed 0-2. Each line
 test RMSE, CRPS and 95% coverage, the learned noise standard deviation (user units) and
 diffusivity.
 
-    python studies/diffusion_weight_ablation.py > docs/results/diffusion_weight_ablation.jsonl
+    python docs/studies/diffusion_weight_ablation.py > docs/results/diffusion_weight_ablation.jsonl
 """
 
 import json

@@ -4,7 +4,7 @@ Why: ``TWIN_CHOICE`` was chosen on one 1stODE twin (``ode-dev``); the second twi
 (``ode-dev2``, run afterwards) showed that the choice does not hold from one source function
 to the next (0.030 on ode-dev, 0.518 on ode-dev2). A protocol for an extrapolation task has
 to work across instances of it, so this script scores the same six candidates as
-``studies/dev_protocol.py`` (the list is not changed) on six 1stODE twins: ``ode-dev``,
+``docs/studies/dev_protocol.py`` (the list is not changed) on six 1stODE twins: ``ode-dev``,
 ``ode-dev2`` and four drawn from the family below with ``numpy.random.default_rng(2026)``,
 fixed here before any of them ran:
 
@@ -19,10 +19,10 @@ used here). Seeds 0-2 on every twin. The rule, fixed in this file before it firs
     candidates' order); the candidate with the lowest mean rank over the six twins is the
     1stODE protocol (``ODE_FAMILY_CHOICE`` in ``pyro_pidkl/paper/experiments.py``).
 
-CRPS, as in ``studies/dev_restarts.py``: a proper score in units of y that does not reward
+CRPS, as in ``docs/studies/dev_restarts.py``: a proper score in units of y that does not reward
 needless width the way the log score did on ode-dev2.
 
-    python studies/dev_family.py > docs/results/dev_family.jsonl     # ~30 min, 2 jobs
+    python docs/studies/dev_family.py > docs/results/dev_family.jsonl     # ~30 min, 2 jobs
 """
 
 import dataclasses

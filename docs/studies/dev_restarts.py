@@ -19,7 +19,7 @@ CRPS rather than the log score: on ode-dev2 the log score preferred wide interva
 wrong mean (``docs/results/dev_protocol_ode_dev2.jsonl``); CRPS is proper too, in units of
 y, and grows linearly with needless width.
 
-    python studies/dev_restarts.py > docs/results/dev_restarts.jsonl    # ~20 min, 2 jobs
+    python docs/studies/dev_restarts.py > docs/results/dev_restarts.jsonl    # ~20 min, 2 jobs
 """
 
 import json
@@ -33,8 +33,8 @@ TASKS = ("ode-dev", "ode-dev2", "diffusion-dev")
 
 def _with_twin_choice(task):
     """The twin runs ``TWIN_CHOICE``, as when this script chose (the simulations have run
-    ``ODE_FAMILY_CHOICE`` and ``DIFFUSION_FAMILY_CHOICE`` since ``studies/dev_family.py``
-    and ``studies/dev_diffusion_family.py``)."""
+    ``ODE_FAMILY_CHOICE`` and ``DIFFUSION_FAMILY_CHOICE`` since ``docs/studies/dev_family.py``
+    and ``docs/studies/dev_diffusion_family.py``)."""
     import dataclasses
 
     from protocol_rules import TWIN_CHOICE
