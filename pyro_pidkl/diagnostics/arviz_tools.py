@@ -193,7 +193,7 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
         data["posterior"][name] = values[None]
         if values.ndim > 1:
             dims[name] = [f"{name}_dim"]
-    attrs, coords = {}, {}
+    attrs = {}
     if hasattr(model, "equation_residuals"):
         import json
         blocks = model.equation_residuals()
