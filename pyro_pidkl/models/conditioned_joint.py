@@ -365,13 +365,6 @@ class EquationJoint:
             yield self
             return
         keep = maximin_subset(self.X_s, count)
-        full = {name: getattr(self, name) for name in ("X", "y", "X_s", "y_s")}
-        for name, t in full.items():
-            setattr(self, name, t[keep])
-        self._cache = None
-        try:
+        with self._attributes_held({name: getattr(self, name)[keep]
+                                    for name in ("X", "y", "X_s", "y_s")}):
             yield self
-        finally:
-            for name, t in full.items():
-                setattr(self, name, t)
-            self._cache = None

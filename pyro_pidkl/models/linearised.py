@@ -124,11 +124,18 @@ class LinearisedConditioning:
             return
         eq_idx = maximin_subset(self.Z_s[:E], int(count))
         idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
-        saved = {name: getattr(self, name) for name in ("Z", "Z_s", "f0", "row_noise")
-                 if hasattr(self, name)}
-        self.Z, self.Z_s, self.f0 = saved["Z"][idx], saved["Z_s"][idx], saved["f0"][..., idx]
-        if "row_noise" in saved:
-            self.row_noise = saved["row_noise"][idx]
+        held = {name: getattr(self, name)[..., idx] if name == "f0" else getattr(self, name)[idx]
+                for name in ("Z", "Z_s", "f0", "row_noise") if hasattr(self, name)}
+        with self._attributes_held(held):
+            yield self
+
+    @contextlib.contextmanager
+    def _attributes_held(self, values):
+        """The model's attributes set to ``values`` ``{name: value}`` inside the ``with``
+        block (the cached solution dropped), the old ones put back on leaving it."""
+        saved = {name: getattr(self, name) for name in values}
+        for name, value in values.items():
+            setattr(self, name, value)
         self._cache = None
         try:
             yield self
