@@ -157,12 +157,12 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
     return call_peer(python, spec)
 
 
-def call_peer(python, spec):
-    """Run ``benchmarks/peers/numpyro_ode.py`` with interpreter ``python`` on problem
-    ``spec``: its JSON answer, or ``{"refused": why}``."""
+def call_peer(python, spec, peer="numpyro_ode.py"):
+    """Run ``benchmarks/peers/<peer>`` with interpreter ``python`` on problem ``spec``: its
+    JSON answer, or ``{"refused": why}``."""
     import json
     import subprocess
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "numpyro_ode.py")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", peer)
     done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
                           text=True)
     if done.returncode:

@@ -224,3 +224,22 @@ def test_the_systems_benchmark_sets_the_interval_beside_the_exact_odes_posterior
     monkeypatch.delenv("PIDKL_PEER_PYTHON", raising=False)
     from pyro_pidkl.datasets import system_problem
     assert "PIDKL_PEER_PYTHON" in sy.run_peer(system_problem("lotka_volterra", 0), 0)["refused"]
+
+
+def test_the_lorenz_benchmark_scores_a_trajectory_and_the_exact_fit_recovers_exact_data(
+        tmp_path):
+    """benchmarks/lorenz.py: the true trajectory has error 0 and a shifted one its shift over
+    the spread; on data taken exactly from the true trajectory (DeepXDE's file format), the
+    exact ODE's least squares from (1, 1, 1) finds the coefficients."""
+    import numpy as np
+    lorenz = _load("lorenz")
+    truth = lorenz.true_trajectory()
+    assert lorenz.trajectory_error(truth)[0] == 0.0
+    shifted = truth + truth.std(0)                   # one spread off in every component
+    assert abs(lorenz.trajectory_error(shifted)[0] - 1.0) < 1e-12
+    t = np.linspace(0.0, 3.0, 301)[::12][:, None]    # 26 of the grid's times
+    np.savez(tmp_path / "Lorenz.npz", t=t, y=truth[::12])
+    out = lorenz.run_least_squares(str(tmp_path / "Lorenz.npz"))
+    for k, v in out["coefficients"].items():
+        assert v["rel_error"] < 1e-5, (k, v)
+    assert out["trajectory_error"] < 1e-5
