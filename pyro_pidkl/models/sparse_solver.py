@@ -39,7 +39,6 @@ import warnings
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
-import scipy.optimize
 import torch
 from scipy.spatial import cKDTree
 
@@ -47,9 +46,10 @@ from ..checks import as_inputs
 from ..errors import ConvergenceWarning
 from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maximin_order
 from ..kernels.matern import matern72_measurement_covariance
-from ..physics.collocation import collocation_points, maximin_subset
+from ..physics.collocation import collocation_points
 from ..physics.derivatives import Inputs
 from ..physics.linearise import derivatives_read, is_linear, linearise
+from .sparse_lengthscale import learn_lengthscale
 
 __all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
 
@@ -242,29 +242,9 @@ class SparseCholeskySolver:
     def learn_lengthscale(self):
         r"""The lengthscale (``(d,)``, user units) that maximises the log marginal
         likelihood of the data and the linearised equation on a maximin subset of
-        ``learn_points`` collocation points (and as many data points in proportion),
-        alternated with Gauss-Newton on that subset (dense)."""
-        X, y = self.X, self.y
-        Zi = maximin_subset(self.Z, self.learn_points)
-        frac = len(Zi) / self.Z.shape[0]
-        Xi = maximin_subset(X, max(1, min(X.shape[0], math.ceil(frac * X.shape[0]))))
-        Z, g = self.Z[Zi], self.g[Zi]
-        every = torch.cat([X, self.Z])
-        span = (every.amax(0) - every.amin(0)).clamp_min(1e-12)
-        log_ell = torch.log(0.2 * span)
-        jet = torch.zeros(len(self.indices), Z.shape[0], dtype=torch.float64)
-        sub = _DenseSubset(self, X[Xi], y[Xi], Z, g)
-        for _ in range(4):
-            W, rhs = sub.linearised(jet)
-            log_ell = sub.fit_lengthscale(log_ell, W, rhs, span)
-            for _ in range(10):
-                W, rhs = sub.linearised(jet)
-                new = sub.mean_jet(log_ell.exp(), W, rhs)
-                change = float((new - jet).abs().max() / new.abs().max().clamp_min(1e-300))
-                jet = new
-                if change < 1e-6:
-                    break
-        return log_ell.exp()
+        ``learn_points`` collocation points, dense
+        (:func:`~pyro_pidkl.models.sparse_lengthscale.learn_lengthscale`)."""
+        return learn_lengthscale(self)
 
     # -- the solve ---------------------------------------------------------------------
     def solve(self):
@@ -463,55 +443,3 @@ def _moved(W, ref):
     size = ref.abs().amax(0).clamp_min(1e-300)
     return float(((W - ref).abs().amax(0) / size).max())
 
-
-class _DenseSubset:
-    """The linearised measurements on a small subset, dense: the lengthscale's marginal
-    likelihood and the Gauss-Newton mean there."""
-
-    def __init__(self, solver, X, y, Z, g):
-        self.s, self.X, self.y, self.Z, self.g = solver, X, y, Z, g
-        self.points = torch.cat([X, Z])
-
-    def linearised(self, jet):
-        return self.s._linearised(jet, self.Z, self.g, self.y)[:2]
-
-    def _theta(self, ell, W):
-        T = matern72_measurement_covariance(self.points, W, self.points, W, self.s.indices, ell)
-        return T + torch.diag(T.diagonal() * max(self.s.nugget, 1e-10))
-
-    def fit_lengthscale(self, log_ell, W, rhs, span):
-        r"""Maximise :math:`\log N(\text{rhs} \mid 0, \sigma^2 \Theta(\ell))` over
-        :math:`\ell` with :math:`\sigma^2` at its optimum (profiled):
-        :math:`-\tfrac m2 \log(r^\top \Theta^{-1} r / m) - \tfrac12 \log\det\Theta`,
-        each lengthscale between 1e-3 and 1 times the points' extent ``span`` along its
-        input (points inside a box say nothing of variation on longer scales, and the
-        sparse factor of a kernel much longer than the box is inaccurate)."""
-        m = rhs.shape[0]
-
-        def objective(u):
-            le = torch.tensor(u, dtype=torch.float64, requires_grad=True)
-            T = self._theta(le.exp(), W)
-            L = torch.linalg.cholesky(T)
-            a = torch.cholesky_solve(rhs[:, None], L)[:, 0]
-            nll = 0.5 * m * torch.log(rhs @ a / m) + torch.log(L.diagonal()).sum()
-            nll.backward()
-            return float(nll.detach()), le.grad.numpy().copy()
-
-        res = scipy.optimize.minimize(objective, log_ell.numpy(), jac=True, method="L-BFGS-B",
-                                      bounds=[(math.log(1e-3 * float(v)), math.log(float(v)))
-                                              for v in span],
-                                      options={"maxiter": 100})
-        return torch.as_tensor(res.x)
-
-    def mean_jet(self, ell, W, rhs):
-        with torch.no_grad():
-            T = self._theta(ell, W)
-            a = torch.linalg.solve(T, rhs)
-            w = len(self.s.indices)
-            rows = []
-            for k in range(w):
-                E = torch.zeros(self.Z.shape[0], w, dtype=torch.float64)
-                E[:, k] = 1
-                rows.append(matern72_measurement_covariance(self.Z, E, self.points, W,
-                                                            self.s.indices, ell) @ a)
-            return torch.stack(rows)
