@@ -40,7 +40,7 @@ import records  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
-METHODS = ("system", "pidkl", "skl", "dkl", "numpyro")
+METHODS = ("system", "pidkl", "skl", "dkl", "numpyro", "magi")
 
 
 def run(name, method, seed):
@@ -88,6 +88,8 @@ def run(name, method, seed):
         var_grid = torch.stack([v[T:] for _, v in pred], 1)
         out.update(peer_seconds=peer["seconds"], divergences=peer["divergences"],
                    versions=peer["versions"], settings=peer["settings"])
+    elif method == "magi":
+        return run_magi(p, seed)
     elif method == "pidkl":
         if any(o not in p.data for o in outputs):      # its draws need data of every output
             return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
@@ -155,6 +157,56 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
             "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
                      **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
     return call_peer(python, spec)
+
+
+def run_magi(p, seed, niter=20000):
+    """MAGI (``benchmarks/peers/magi_hes1.R``, run by ``PIDKL_PEER_RSCRIPT``) on Hes1: its
+    record. Its trajectories are at the 33 data times only (its discretisation): RMSE and
+    coverage there, each component's against the truth at those times."""
+    import json
+    import subprocess
+    import numpy as np
+    import pyro_pidkl as pk
+    import torch
+    if p.name != "hes1":
+        return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
+                "refused": "the MAGI peer runs Hes1 (its own example)"}
+    t_p, y_p = (v.numpy() for v in (p.data["P"][0][:, 0], p.data["P"][1]))
+    t_m, y_m = (v.numpy() for v in (p.data["M"][0][:, 0], p.data["M"][1]))
+    times = np.union1d(t_p, t_m)
+    P = [float(y_p[t_p == t][0]) if t in t_p else None for t in times]
+    M = [float(y_m[t_m == t][0]) if t in t_m else None for t in times]
+    spec = {"times": times.tolist(), "P": P, "M": M, "sigma": 0.15, "niter": niter,
+            "seed": seed}
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "magi_hes1.R")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([os.environ["PIDKL_PEER_RSCRIPT"], script], input=json.dumps(spec),
+                          capture_output=True, text=True, env=env)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()
+        return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
+                "refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
+    peer = json.loads(done.stdout)
+    out = {"outputs": {}, "coefficients": {}, "seconds": peer["seconds"],
+           "peer_seconds": peer["seconds"], "cpu_seconds": peer["cpu_seconds"],
+           "versions": peer["versions"], "settings": peer["settings"],
+           "at": "the 33 data times"}
+    for n, v in peer["coefficients"].items():
+        true = p.coefficients[n]
+        out["coefficients"][n] = dict(v, value=v["mean"], truth=true,
+                                      rel_error=abs(v["mean"] - true) / abs(true),
+                                      covered95=bool(v["lower"] <= true <= v["upper"]))
+    truth = p.truth(torch.as_tensor(times))
+    for c, o in enumerate(p.system.outputs):
+        mean = torch.tensor(peer["trajectory"][o], dtype=torch.float64)
+        var = torch.tensor(peer["trajectory_sd"][o], dtype=torch.float64) ** 2
+        rmse = pk.rmse(mean, truth[:, c])
+        rec = {"observed": o in p.data, "rmse": rmse,
+               "coverage95": pk.coverage(mean, var, truth[:, c])}
+        if o not in p.data:
+            rec["rmse_over_range"] = rmse / float(truth[:, c].max() - truth[:, c].min())
+        out["outputs"][o] = rec
+    return out
 
 
 def call_peer(python, spec, peer="numpyro_ode.py"):
@@ -256,13 +308,17 @@ def main(argv=None):
     if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON") and not args.summary:
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
         methods.remove("numpyro")
+    if "magi" in methods and not os.environ.get("PIDKL_PEER_RSCRIPT") and not args.summary:
+        print("magi left out: set PIDKL_PEER_RSCRIPT to an Rscript with the magi package")
+        methods.remove("magi")
     if not args.summary:
         records.run_jobs(args.out, [
             ({"problem": name, "method": method, "seed": seed},
              lambda n=name, m=method, s=seed: run(n, m, s))
             for name in args.problems.split(",") for method in methods
             for seed in records.seeds(args.seeds)
-            if method != "numpyro" or name != "reaction_diffusion"], _key)
+            if (method != "numpyro" or name != "reaction_diffusion")
+            and (method != "magi" or name == "hes1")], _key)
     print(summary(args.out))
 
 
