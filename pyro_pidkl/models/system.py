@@ -45,6 +45,7 @@ from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from .parameter_uncertainty import ParameterUncertainty, with_point_priors
+from .system_counts import COUNT_LIKELIHOODS, CountObservations
 from .system_data import split_by_output
 from .system_joint import SystemJoint
 from .system_matching import TrajectoryMatching
@@ -65,6 +66,26 @@ MAX_VARIANCE = 1e2
 MIN_VARIANCE = 1e-2
 
 
+def _likelihood_kinds(likelihoods, outputs, parts):
+    """Each output's observation model from ``likelihoods`` ``{output: kind}`` (default
+    Gaussian), checked in one line."""
+    likelihoods = dict(likelihoods or {})
+    kinds = ["gaussian"] * len(outputs)
+    for o, kind in likelihoods.items():
+        if o not in outputs:
+            raise ValueError(f"Expected likelihoods for outputs among {tuple(outputs)}; got "
+                             f"{o!r}")
+        if kind not in ("gaussian",) + COUNT_LIKELIHOODS:
+            raise ValueError(f"Expected the likelihood of {o!r} to be 'gaussian', "
+                             f"{', '.join(map(repr, COUNT_LIKELIHOODS))}; got {kind!r}")
+        c = outputs.index(o)
+        if kind != "gaussian" and not parts[c][1].numel():
+            raise ValueError(f"Expected data for output {o!r}, whose likelihood is {kind!r}; "
+                             f"it has none")
+        kinds[c] = kind
+    return kinds
+
+
 def _fill(held, index, learned):
     """``held`` ``(C,)`` with the entries at ``index`` replaced by ``learned`` (kept
     differentiable)."""
@@ -73,8 +94,8 @@ def _fill(held, index, learned):
     return held.index_put((torch.tensor(index),), learned)
 
 
-class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditioning,
-                          ParameterUncertainty, PyroModule):
+class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
+                          LinearisedConditioning, ParameterUncertainty, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -105,6 +126,11 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
         :class:`PhysicsConditionedGP`).
     :param dict priors: priors on the GPs' own parameters by name (as
         :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
+    :param dict likelihoods: ``{output: "poisson" | "negative_binomial"}``: that output is
+        the log of the mean of counts observed with that likelihood (its dispersion learned),
+        conditioned on through the Laplace approximation
+        (:mod:`~pyro_pidkl.models.system_counts`; write the system for the logs, as for
+        log-normal data); the others are Gaussian.
     :param int multistart: for an explicit ODE with data, the number of starts of the
         shooting stage's search over the coefficients and the initial states of outputs
         nobody measured (:mod:`~pyro_pidkl.models.system_starts`; default: 64 per searched
@@ -118,7 +144,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
                  design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
                  noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
                  newton_max_iter=30, seed=0, parameter_uncertainty=True, priors=None,
-                 multistart=None, dtype=torch.float64):
+                 multistart=None, likelihoods=None, dtype=torch.float64):
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -126,6 +152,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
         self.system = system = with_point_priors(system)
         self.outputs = system.outputs
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
+        parts = self._init_counts(_likelihood_kinds(likelihoods, self.outputs, parts), parts)
         system.check_inputs(names)
         self.input_names, self.input_dim = names, len(names)
         C = len(self.outputs)
@@ -139,7 +166,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
         if unknown:
             raise ValueError(f"Expected scales for outputs among {self.outputs}; got "
                              f"{tuple(unknown)}")
-        self.X_by_output, self.y_by_output, self.X_s, self.y_s = [], [], [], []
+        self.X_by_output, self._y_user, self.X_s, self._y_std = [], [], [], []
         locs, sds = [], []
         for o, (X, y) in zip(self.outputs, parts):
             if o in scales:
@@ -155,17 +182,17 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
             locs.append(loc)
             sds.append(sd)
             self.X_by_output.append(X)
-            self.y_by_output.append(y)
+            self._y_user.append(y)
             self.X_s.append((X - self.x_loc) / self.x_scale)
-            self.y_s.append((y - loc) / sd)
+            self._y_std.append((y - loc) / sd)
         self.register_buffer("y_loc", torch.tensor(locs, dtype=dtype))
         self.register_buffer("y_scale", torch.tensor(sds, dtype=dtype))
-        self.counts = [int(y.shape[0]) for y in self.y_by_output]
+        self.counts = [int(y.shape[0]) for y in self._y_user]
         self.register_buffer("X", X_all)       # every observation's inputs (long form)
         # priors: one SE-ARD kernel per output, started from a data-only fit where there are
         # data (others at the observed outputs' median lengthscale)
         fits = [fit_data_only(U, y) if y.shape[0] >= 3 else None
-                for U, y in zip(self.X_s, self.y_s)]
+                for U, y in zip(self.X_s, self._y_std)]
         found = [f.lengthscale for f in fits if f is not None]
         typical = (torch.stack(found).median(0).values if found
                    else torch.ones(self.input_dim, dtype=dtype))
@@ -187,6 +214,8 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
             learned = [n >= 10 for n in self.counts]
         else:
             learned = [bool(learn_noise) and n > 0 for n in self.counts]
+        # a count output's noise is its likelihood's: no Gaussian noise besides
+        learned = [ok and c not in self.count_outputs for c, ok in enumerate(learned)]
         self.noise_learned = [c for c in range(C) if learned[c]]
         start = [max(f.noise_ratio, 10 * noise_floor) if f is not None else noise
                  for f in fits]
@@ -219,7 +248,10 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
         if any(len(i) > 4 for i in self.indices):
             raise ValueError(f"System {system.name!r} reads a derivative of order above 4; "
                              "ConditionedSystemGP supports orders up to 4")
-        self.linear = is_linear_system(system, probe, names, seed=seed)
+        # with counts the working response moves with the fit: Gauss-Newton and Fisher
+        # scoring run between the optimiser's runs, as for a nonlinear system
+        self.linear = (is_linear_system(system, probe, names, seed=seed)
+                       and not self.count_outputs)
         if self.num_equations < C:
             warn(f"System {system.name!r} has {self.num_equations} equation(s) for {C} outputs "
                  f"{self.outputs}: the outputs are not determined by it (an equation per "
@@ -259,6 +291,20 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
     def noises(self):
         """Each output's noise variance in its standardised units ``(C,)``."""
         return _fill(self.noise_held, self.noise_learned, getattr(self, "noise", None))
+
+    @property
+    def y_s(self):
+        """Each output's data in its standardised units (a count output's: its working
+        response, :mod:`~pyro_pidkl.models.system_counts`)."""
+        return [self._working_s(c) if c in self.count_outputs else y
+                for c, y in enumerate(self._y_std)]
+
+    @property
+    def y_by_output(self):
+        """Each output's data in user units (a count output's: its working response, on the
+        scale of the log of the mean)."""
+        return [self._working(c)[0] if c in self.count_outputs else y
+                for c, y in enumerate(self._y_user)]
 
     def _coefficients(self):
         return [(n, self.system, n) for n, s in self.system.specs.items() if not s.fixed]
@@ -394,7 +440,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
         r""":math:`\log p(y \mid v) - \sum_c \log p(y_c)`: the fit's data density given
         the system against the best SE-ARD GP of each observed output's data alone
         (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`, several starts)."""
-        if sum(self.counts) < 3:
+        if sum(self.counts) < 3 or self.count_outputs:    # counts: no Gaussian reference
             return math.nan
         conditional = float(self.solve()[0].log_prob_data_given_virtual())
         alone = 0.0
@@ -438,6 +484,10 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, LinearisedConditionin
                 var = var + self._parameter_spread(
                     lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
                 if not noiseless:
+                    if c in self.count_outputs:
+                        raise ValueError(f"Expected noiseless=True for count output "
+                                         f"{self.outputs[c]!r}: its new observations are "
+                                         f"counts (model.predict_counts(X))")
                     var = var + self.noises()[c]
                 means.append(self.y_loc[c] + self.y_scale[c] * mean)
                 variances.append(self.y_scale[c] ** 2 * var)

@@ -22,7 +22,9 @@ iterates (:class:`~pyro_pidkl.models.linearised.LinearisedConditioning`).
 
 :class:`SystemJoint` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`, which
 provides the kernels, data by output (``X_s``, ``y_s``, ``counts``), their scales, ``mean``,
-``noises()``, ``Z``, ``Z_s``, ``indices``, ``num_equations`` and ``residual_noise``.
+``noises()``, ``_count_noise(c)`` (a count output's working-response variance,
+:mod:`~pyro_pidkl.models.system_counts`), ``Z``, ``Z_s``, ``indices``, ``num_equations`` and
+``residual_noise``.
 """
 
 import torch
@@ -95,9 +97,10 @@ class SystemJoint:
             col = [ops[c][1](w[(e, c)], {(): 1.0}) if (e, c) in w else self.Z.new_zeros(M, n)
                    for e in range(E)]
             cross.append(torch.cat(col, 0))
-            data.append(self.kernels[c](self.X_s[c])
-                        + noises[c] * torch.eye(
-                            n, dtype=K_vv.dtype, device=K_vv.device))
+            block = self.kernels[c](self.X_s[c]) + noises[c] * torch.eye(
+                n, dtype=K_vv.dtype, device=K_vv.device)
+            extra = self._count_noise(c)          # counts: their working response's
+            data.append(block if extra is None else block + torch.diag(extra))
         K_vy = torch.cat(cross, 1)
         K_yy = torch.block_diag(*data)
         A = torch.cat([torch.cat([K_vv, K_vy], 1), torch.cat([K_vy.T, K_yy], 1)], 0)
@@ -170,6 +173,9 @@ class SystemJoint:
             if self.counts[c]:
                 kern, U = self.kernels[c], self.X_s[c]
                 K = kern(U) + (self.noises()[c] + 1e-8) * torch.eye(U.shape[0], dtype=U.dtype)
+                extra = self._count_noise(c)
+                if extra is not None:
+                    K = K + torch.diag(extra)
                 alpha = torch.cholesky_solve((self.y_s[c] - self.mean[c])[:, None],
                                              torch.linalg.cholesky(K))[:, 0]
                 ZX = OperatorCovariance(kern, self.Z_s, U)

@@ -1,0 +1,213 @@
+r"""Counts as a system's observations: Poisson or negative-binomial data of an output that is
+the log of their mean, conditioned on through a Gaussian working response (the Laplace
+approximation, as penalised quasi-likelihood fits a GLMM).
+
+An output :math:`f_c` observed as counts is the log of their mean,
+:math:`y_i \sim \mathrm{Poisson}(e^{f_c(x_i)})` or
+:math:`\mathrm{NB}(\text{mean } \mu_i = e^{f_c(x_i)}, \text{dispersion } r)` (variance
+:math:`\mu + \mu^2 / r`, :math:`r` learned). Around the posterior mode :math:`\hat f` at the
+data, the likelihood is replaced by a Gaussian of the working response
+
+.. math::
+    z_i = \hat f_i + \frac{y_i - \hat\mu_i}{\hat\mu_i}, \qquad
+    z_i \mid f \sim \mathcal{N}(f(x_i), W_i^{-1}), \qquad
+    W_i = \hat\mu_i \;\;(\text{Poisson}), \quad \frac{\hat\mu_i r}{\hat\mu_i + r}
+    \;\;(\text{NB})
+
+(the Fisher weights of the log link), so the joint of the data and the equations stays
+Gaussian (:mod:`~pyro_pidkl.models.system_joint`); :math:`\hat f` is iterated to the
+posterior mean given :math:`z` (Fisher scoring), between the fit's optimiser runs, with
+Gauss-Newton (:meth:`CountObservations.relinearise`). The objective is the Laplace
+approximation of :math:`\log p(y \mid v)`,
+
+.. math::
+    \log \mathcal{N}(z \mid m, K + W^{-1}) + \sum_i \Bigl[\log p(y_i \mid \hat f_i)
+        - \log \mathcal{N}(z_i \mid \hat f_i, W_i^{-1})\Bigr]
+
+(exact for a Gaussian likelihood; the second term, :meth:`CountObservations._count_correction`,
+is constant but for :math:`r`). Predictions of :math:`f_c` are of the log of the mean; counts
+themselves: :meth:`CountObservations.predict_counts`.
+
+:class:`CountObservations` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`.
+"""
+
+import math
+
+import numpy as np
+import torch
+from pyro.nn import PyroParam
+from torch.distributions import constraints
+
+from ..param_scope import own_parameters
+from .linearised import GaussNewtonResult, LinearisedConditioning
+
+__all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_likelihood",
+           "working_response"]
+
+#: the observation models of an output besides the Gaussian
+COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
+
+#: Fisher scoring's largest number of working-response updates per relinearisation, and
+#: the relative change of the mode below which it stops
+WORKING_MAX_ITER = 30
+WORKING_TOL = 1e-7
+
+
+def check_counts(output, y):
+    """``y`` if it holds counts (finite, non-negative integers), else a one-line error."""
+    bad = ~torch.isfinite(y) | (y < 0) | (y != torch.round(y))
+    if bool(bad.any()):
+        raise ValueError(f"Expected counts (non-negative integers) for output {output!r}; "
+                         f"got {int(bad.sum())} of {y.numel()} values that are not, e.g. "
+                         f"{float(y[bad][0])!r}")
+    return y
+
+
+def working_response(kind, y, f, r=None):
+    r"""The working response and Fisher weights of counts ``y`` at log-means ``f``: ``(z,
+    W)`` (module docstring; ``r`` the negative binomial's dispersion)."""
+    mu = f.exp()
+    z = f + (y - mu) / mu
+    W = mu if kind == "poisson" else mu * r / (mu + r)
+    return z, W
+
+
+def count_log_likelihood(kind, y, f, r=None):
+    r""":math:`\sum_i \log p(y_i \mid f_i)` for counts ``y`` at log-means ``f``."""
+    if kind == "poisson":
+        return (y * f - f.exp() - torch.lgamma(y + 1)).sum()
+    mu = f.exp()
+    return (torch.lgamma(y + r) - torch.lgamma(r) - torch.lgamma(y + 1)
+            + r * (r.log() - (r + mu).log()) + y * (f - (r + mu).log())).sum()
+
+
+class CountObservations:
+    """Outputs observed as counts (module docstring). The host keeps, per count output ``c``,
+    its counts ``count_data[c]``, its kind ``likelihoods[c]``, a buffer ``mode_<c>`` (the log
+    of the mean at the data, user units) and, for a negative binomial, a PyroParam
+    ``dispersion_<c>``."""
+
+    def _init_counts(self, kinds, parts):
+        """Set up the count outputs of ``kinds`` (one entry per output: ``"gaussian"`` or one
+        of :data:`COUNT_LIKELIHOODS`) from the data ``parts`` ``[(X_c, y_c)]``: returns the
+        parts with each count output's data replaced by ``log(y + 1/2)`` (what the output's
+        scale, prior and first fits see)."""
+        self.likelihoods = list(kinds)
+        self.count_outputs = [c for c, k in enumerate(kinds) if k != "gaussian"]
+        self.count_data = {}
+        out = list(parts)
+        for c in self.count_outputs:
+            X, y = parts[c]
+            y = check_counts(self.outputs[c], y)
+            self.count_data[c] = y
+            start = (y + 0.5).log()
+            self.register_buffer(f"mode_{c}", start.clone())
+            if kinds[c] == "negative_binomial":
+                setattr(self, f"dispersion_{c}",
+                        PyroParam(torch.tensor(10.0, dtype=y.dtype),
+                                  constraints.interval(1e-2, 1e6)))
+            out[c] = (X, start)
+        return out
+
+    def _dispersion(self, c):
+        return getattr(self, f"dispersion_{c}", None)
+
+    def _working(self, c):
+        """``(z, W)`` of count output ``c`` at its stored mode (user units)."""
+        return working_response(self.likelihoods[c], self.count_data[c],
+                                getattr(self, f"mode_{c}"), self._dispersion(c))
+
+    def _working_s(self, c):
+        """Count output ``c``'s working response in its standardised units ``(n_c,)``."""
+        return (self._working(c)[0] - self.y_loc[c]) / self.y_scale[c]
+
+    def _count_noise(self, c):
+        """The variance of count output ``c``'s working response in its standardised units,
+        :math:`1 / (W s_{y,c}^2)` ``(n_c,)``, or ``None`` for a Gaussian output."""
+        if c not in self.count_outputs:
+            return None
+        return 1.0 / (self._working(c)[1] * self.y_scale[c] ** 2)
+
+    def _count_correction(self):
+        r""":math:`\sum_c \sum_i [\log p(y_i \mid \hat f_i) - \log \mathcal{N}(z_i \mid \hat
+        f_i, W_i^{-1})]` in the standardised units of the joint's data (module docstring)."""
+        total = 0.0
+        for c in self.count_outputs:
+            f = getattr(self, f"mode_{c}")
+            z, W = self._working(c)
+            var_s = 1.0 / (W * self.y_scale[c] ** 2)
+            gauss = (-0.5 * (2 * math.pi * var_s).log()
+                     - 0.5 * ((z - f) / self.y_scale[c]).pow(2) / var_s).sum()
+            total = total + count_log_likelihood(self.likelihoods[c], self.count_data[c], f,
+                                                 self._dispersion(c)) - gauss
+        return total
+
+    def _update_mode(self):
+        """One Fisher-scoring step: each count output's mode set to the posterior mean at its
+        data given the current working response. Returns the largest change relative to
+        the mode's spread."""
+        with torch.no_grad():
+            joint = self.solve()[0]
+            change = 0.0
+            for c in self.count_outputs:
+                g = joint.mean(self._cross(joint, c, self.X_s[c])) + self.mean[c]
+                new = self.y_loc[c] + self.y_scale[c] * g
+                mode = getattr(self, f"mode_{c}")
+                size = float(mode.abs().max().clamp(min=1.0))
+                change = max(change, float((new - mode).abs().max()) / size)
+                mode.copy_(new)
+            self._cache = None
+        return change
+
+    def _objective(self, joint):
+        """The objective (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.
+        _objective`) and, with count outputs, the Laplace correction of their likelihood."""
+        value = LinearisedConditioning._objective(self, joint)
+        return value + self._count_correction() if self.count_outputs else value
+
+    @own_parameters
+    def relinearise(self, max_iter=None):
+        r"""Gauss-Newton to the posterior mean
+        (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.relinearise`) and, with
+        count outputs, Fisher scoring of their modes with it until both settle (module
+        docstring). Reports more than one iteration while the modes still move (the fit then
+        runs its optimiser again)."""
+        out = LinearisedConditioning.relinearise(self, max_iter)
+        if not self.count_outputs:
+            return out
+        iterations, moved = out.iterations, 0.0
+        for k in range(WORKING_MAX_ITER):
+            change = self._update_mode()
+            moved = max(moved, change)
+            out = LinearisedConditioning.relinearise(self, max_iter)
+            iterations += out.iterations
+            if change < WORKING_TOL:
+                break
+        return GaussNewtonResult(max(iterations, 2 if moved > 1e-4 else 1), out.converged,
+                                 max(out.change, change))
+
+    @own_parameters
+    def predict_counts(self, Xnew, prob=0.9, num_draws=4000, seed=0):
+        r"""Predictive intervals of new counts of every count output at ``Xnew`` ``(P, d)``:
+        draws of the log-mean from its posterior (normal, the parameters' uncertainty
+        included), then of the counts given it.
+
+        :returns: ``{output: (median, lower, upper)}``, each ``(P,)``, the central ``prob``
+            interval."""
+        if not self.count_outputs:
+            raise ValueError("Expected a model with count outputs (likelihoods=...); it has "
+                             "none")
+        mean, var = self(Xnew)
+        rng = np.random.default_rng(seed)
+        out = {}
+        for c in self.count_outputs:
+            m, s = mean[:, c].numpy(), var[:, c].sqrt().numpy()
+            rate = np.exp(m + s * rng.standard_normal((num_draws, m.shape[0])))
+            r = self._dispersion(c)
+            if r is not None:                    # a negative binomial: a gamma-Poisson mixture
+                r = float(r.detach())
+                rate = rng.gamma(r, rate / r)
+            y = rng.poisson(rate)
+            q = np.quantile(y, [0.5, (1 - prob) / 2, (1 + prob) / 2], axis=0)
+            out[self.outputs[c]] = tuple(torch.as_tensor(v, dtype=mean.dtype) for v in q)
+        return out
