@@ -243,3 +243,24 @@ def test_the_lorenz_benchmark_scores_a_trajectory_and_the_exact_fit_recovers_exa
     for k, v in out["coefficients"].items():
         assert v["rel_error"] < 1e-5, (k, v)
     assert out["trajectory_error"] < 1e-5
+
+
+def test_the_systems_benchmark_prints_each_target_with_its_number():
+    """The targets block: a rate's median error and coverage (free intervals counted), an
+    unobserved component's coverage and a small system's seconds beside the peer's, each
+    marked missed where it is."""
+    sy = _load("systems")
+
+    def rec(method, seed, value, covered, identified=True, seconds=30.0):
+        return {"problem": "sir", "method": method, "seed": seed, "seconds": seconds,
+                "outputs": {"s": {"observed": False, "coverage95": 0.8, "rmse": 0.1,
+                                  "rmse_over_range": 0.1}},
+                "coefficients": {"beta": {"value": value, "truth": 0.5,
+                                          "rel_error": abs(value - 0.5) / 0.5,
+                                          "covered95": covered, "identified": identified}}}
+    recs = [rec("system", 0, 0.52, True), rec("system", 1, 0.47, True, identified=False),
+            rec("system", 2, 0.6, False), rec("numpyro", 0, 0.5, True, seconds=90.0)]
+    text = sy.targets(recs)
+    assert "sir: beta 6.0% 2/3 (1 free) (missed)" in text
+    assert "unobserved sir s: median 95% coverage 0.80 (target >= 0.85, missed)" in text
+    assert "sir: system 30 s, numpyro 90 s (missed)" in text
