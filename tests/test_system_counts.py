@@ -128,3 +128,37 @@ def test_overdispersed_counts_learn_their_dispersion_and_widen_the_interval():
             assert 2.0 < float(model.dispersion_0.detach()) < 8.0
             assert iv["lower"] < 0.3 < iv["upper"]
     assert widths["negative_binomial"] > widths["poisson"]
+
+
+def sir_log(f, x, beta, gamma, rho):
+    """SIR with s the susceptible fraction and j the log of the expected daily count, a
+    fraction rho of the infected in a population of 10,000."""
+    s, j = f["s"], f["j"]
+    i = torch.exp(j) / (rho * 10000.0)
+    return (s.d("t") + beta * s * i, j.d("t") - (beta * s - gamma))
+
+
+@pytest.mark.slow
+def test_an_epidemic_from_case_counts_with_the_susceptibles_never_measured():
+    """Poisson case counts (10% of the infected of 10,000) on days 0-30, s never measured:
+    beta and gamma's 95% intervals hold the truth (0.5, 0.2), and the 90% intervals of new
+    counts on days 30-45 hold the true expected counts."""
+    from scipy.integrate import solve_ivp
+    from pyro_pidkl.physics import Parameter
+    sol = solve_ivp(lambda t, s: [-0.5 * s[0] * s[1], 0.5 * s[0] * s[1] - 0.2 * s[1]],
+                    (0, 45), [0.99, 0.01], dense_output=True, rtol=1e-10, atol=1e-12)
+    t = np.linspace(0, 30, 25)
+    y = np.random.default_rng(0).poisson(1000.0 * sol.sol(t)[1])
+    system = EquationSystem(sir_log, outputs=("s", "j"), inputs=("t",), beta=1.0, gamma=1.0,
+                            rho=Parameter(0.1, fixed=True))
+    model = pk.ConditionedSystemGP(system, {"j": (torch.as_tensor(t), torch.as_tensor(
+        y, dtype=D))}, likelihoods={"j": "poisson"}, domain=pk.Box(t=(0.0, 45.0)),
+        scales={"s": (0.5, 0.5)})
+    pk.fit(model, progress=False)
+    iv = model.coefficient_intervals(0.95)
+    assert iv["beta"]["lower"] < 0.5 < iv["beta"]["upper"]
+    assert iv["gamma"]["lower"] < 0.2 < iv["gamma"]["upper"]
+    later = np.linspace(30, 45, 4)
+    _, lower, upper = model.predict_counts(torch.as_tensor(later), prob=0.9)["j"]
+    expected = torch.as_tensor(1000.0 * sol.sol(later)[1])
+    assert bool(((lower <= expected) & (expected <= upper)).all()), (lower, expected, upper)
