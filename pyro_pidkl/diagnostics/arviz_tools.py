@@ -163,7 +163,7 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     """An ArviZ ``DataTree`` of any fitted model (PIDKL, DKL, SKL, LFM, SparseGP,
     SparsePIDKL, PhysicsConditionedGP, ConditionedSystemGP) at its fitted parameters; for a
     conditioned GP's parameter draws,
-    :meth:`~pyro_pidkl.infer.nuts.CoefficientSamples.to_datatree`.
+    :meth:`~pyro_pidkl.infer.coefficient_samples.CoefficientSamples.to_datatree`.
 
     Groups (``S = num_samples``, one chain): ``posterior`` — ``f_train`` ``(chain, draw,
     train)``, posterior draws of :math:`f` at the training inputs (joint; marginal for the
