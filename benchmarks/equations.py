@@ -29,7 +29,6 @@ already in the file (``--force`` redoes them).
 """
 
 import argparse
-import json
 import math
 import multiprocessing as mp
 import os

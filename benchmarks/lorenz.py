@@ -33,7 +33,6 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402
-from systems import call_peer  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "lorenz.jsonl")
 TRUTH = {"C1": 10.0, "C2": 15.0, "C3": 8.0 / 3.0}
@@ -147,7 +146,7 @@ def run_least_squares(path, seed=0):
 
 def run_peer(path, seed=0):
     python = os.environ.get("PIDKL_PEER_PYTHON")
-    peer = call_peer(python, {"data": path, "seed": seed, "predict": GRID},
+    peer = records.call_peer(python, {"data": path, "seed": seed, "predict": GRID},
                      peer="deepxde_lorenz.py")
     if "refused" in peer:
         return peer

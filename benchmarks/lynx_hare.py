@@ -21,7 +21,6 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import records  # noqa: E402
-from systems import call_peer  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "lynx_hare.jsonl")
 Z90 = 1.6448536269514722
@@ -97,7 +96,7 @@ def run_peer(years, seed=0):
                                  "beta": [0.05, 0.05], "delta": [0.05, 0.05]},
                        "initial": [math.log(10.0), 1.0], "noise": [-1.0, 1.0]},
             "init": {k: m for k, (m, _, _) in REFERENCE_POSTERIOR.items()}}
-    peer = call_peer(python, spec)
+    peer = records.call_peer(python, spec)
     if "refused" in peer:
         return peer
     out = {"coefficients": {}, "seconds": peer["seconds"], "versions": peer["versions"],

@@ -1,6 +1,6 @@
 """What the benchmarks share: JSON-lines records (appended and flushed one fit at a time,
 so an interrupted run keeps what it finished), the commit and thread count they ran with,
-seed ranges, medians."""
+seed ranges, medians, and the call of a peer in its own environment."""
 
 import json
 import math
@@ -9,8 +9,8 @@ import statistics
 import subprocess
 import sys
 
-__all__ = ["append", "commit", "latest", "median", "read_records", "run_jobs", "seeds",
-           "set_threads", "threads"]
+__all__ = ["append", "call_peer", "commit", "latest", "median", "read_records", "run_jobs",
+           "seeds", "set_threads", "threads"]
 
 
 def read_records(path):
@@ -105,3 +105,15 @@ def median(xs):
     """The median of the finite numbers in ``xs`` (NaN when there are none)."""
     xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return statistics.median(xs) if xs else float("nan")
+
+
+def call_peer(python, spec, peer="numpyro_ode.py"):
+    """Run ``benchmarks/peers/<peer>`` with interpreter ``python`` on problem ``spec``: its
+    JSON answer, or ``{"refused": why}``."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", peer)
+    done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
+                          text=True)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()
+        return {"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
+    return json.loads(done.stdout)

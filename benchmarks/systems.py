@@ -156,7 +156,7 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
             # the reference posterior in the truth's basin: chains start at the truth
             "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
                      **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
-    return call_peer(python, spec)
+    return records.call_peer(python, spec)
 
 
 def run_magi(p, seed, niter=20000):
@@ -207,20 +207,6 @@ def run_magi(p, seed, niter=20000):
             rec["rmse_over_range"] = rmse / float(truth[:, c].max() - truth[:, c].min())
         out["outputs"][o] = rec
     return out
-
-
-def call_peer(python, spec, peer="numpyro_ode.py"):
-    """Run ``benchmarks/peers/<peer>`` with interpreter ``python`` on problem ``spec``: its
-    JSON answer, or ``{"refused": why}``."""
-    import json
-    import subprocess
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", peer)
-    done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
-                          text=True)
-    if done.returncode:
-        tail = done.stderr.strip().splitlines()
-        return {"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
-    return json.loads(done.stdout)
 
 
 def _key(r):
