@@ -145,7 +145,7 @@ class CountObservations:
     def _update_mode(self):
         """One Fisher-scoring step: each count output's mode set to the posterior mean at its
         data given the current working response. Returns the largest change relative to
-        the mode's spread."""
+        the mode's largest magnitude (at least 1)."""
         with torch.no_grad():
             joint = self.solve()[0]
             change = 0.0
@@ -160,8 +160,8 @@ class CountObservations:
         return change
 
     def _objective(self, joint):
-        """The objective (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.
-        _objective`) and, with count outputs, the Laplace correction of their likelihood."""
+        """The objective (``LinearisedConditioning._objective``) and, with count outputs, the
+        Laplace correction of their likelihood (:meth:`_count_correction`)."""
         value = LinearisedConditioning._objective(self, joint)
         return value + self._count_correction() if self.count_outputs else value
 
