@@ -608,11 +608,15 @@ def main(argv=None):
     p.add_argument("--nuts", default=None,
                    help="WARMUP+DRAWS: NUTS from each fit too, one chain (e.g. 300+300; "
                         "use another --out)")
-    p.add_argument("--figure", default=FIGURE)
+    p.add_argument("--figure", default=None,
+                   help=f"where the rank figure goes (default: {os.path.relpath(FIGURE)} for "
+                        f"the default --out, none for another)")
     args = p.parse_args(argv)
     if not args.summary:
         run(args)
-    print(summary(args.out, args.figure))
+    figure = args.figure or (FIGURE if os.path.abspath(args.out) == os.path.abspath(DEFAULT_OUT)
+                             else None)    # another file's records do not redraw the docs'
+    print(summary(args.out, figure))
 
 
 if __name__ == "__main__":
