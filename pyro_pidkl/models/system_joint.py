@@ -97,18 +97,24 @@ class SystemJoint:
             col = [ops[c][1](w[(e, c)], {(): 1.0}) if (e, c) in w else self.Z.new_zeros(M, n)
                    for e in range(E)]
             cross.append(torch.cat(col, 0))
-            block = self.kernels[c](self.X_s[c]) + noises[c] * torch.eye(
-                n, dtype=K_vv.dtype, device=K_vv.device)
-            extra = self._count_noise(c)          # counts: their working response's
-            data.append(block if extra is None else block + torch.diag(extra))
+            data.append(self._data_covariance(c, noises[c]))
         K_vy = torch.cat(cross, 1)
         K_yy = torch.block_diag(*data)
         A = torch.cat([torch.cat([K_vv, K_vy], 1), torch.cat([K_vy.T, K_yy], 1)], 0)
-        obs = torch.cat([-b.reshape(-1)] + [self.y_s[c] - self.mean[c]
-                                            for c in range(C) if self.counts[c]])
+        ys, mean = self.y_s, self.mean
+        obs = torch.cat([-b.reshape(-1)] + [ys[c] - mean[c] for c in range(C) if self.counts[c]])
         joint = JointGaussian(A, obs, E * M, closed_form=closed_form)
         joint.w, joint.operators = w, ops
         return joint
+
+    def _data_covariance(self, c, noise):
+        r""":math:`k_c(X_c, X_c) + \sigma^2 I` of output ``c``'s data (standardised units;
+        ``noise`` :math:`\sigma^2`), plus a count output's working-response variances
+        (:mod:`~pyro_pidkl.models.system_counts`) on its diagonal: ``(n_c, n_c)``."""
+        U = self.X_s[c]
+        K = self.kernels[c](U) + noise * torch.eye(U.shape[0], dtype=U.dtype, device=U.device)
+        extra = self._count_noise(c)
+        return K if extra is None else K + torch.diag(extra)
 
     def _offsets(self, joint):
         """Where each output's data sit in the joint's rows: ``{c: slice}``."""
@@ -172,10 +178,7 @@ class SystemJoint:
             g = self.Z.new_zeros(len(self.indices), self.Z.shape[0])
             if self.counts[c]:
                 kern, U = self.kernels[c], self.X_s[c]
-                K = kern(U) + (self.noises()[c] + 1e-8) * torch.eye(U.shape[0], dtype=U.dtype)
-                extra = self._count_noise(c)
-                if extra is not None:
-                    K = K + torch.diag(extra)
+                K = self._data_covariance(c, self.noises()[c] + 1e-8)
                 alpha = torch.cholesky_solve((self.y_s[c] - self.mean[c])[:, None],
                                              torch.linalg.cholesky(K))[:, 0]
                 ZX = OperatorCovariance(kern, self.Z_s, U)
