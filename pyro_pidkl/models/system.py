@@ -45,7 +45,7 @@ from ..physics.system import EquationSystem, is_linear_system, linearise_system
 from ..param_scope import own_parameters
 from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from .parameter_uncertainty import ParameterUncertainty, with_point_priors
-from .system_counts import COUNT_LIKELIHOODS, CountObservations
+from .system_counts import CountObservations, likelihood_kinds
 from .system_data import split_by_output
 from .system_joint import SystemJoint
 from .system_matching import TrajectoryMatching
@@ -64,26 +64,6 @@ MAX_VARIANCE = 1e2
 #: that collapses is a degenerate optimum (the README's spring ended at 4e-10 and 3e-11,
 #: its coefficients then unidentified)
 MIN_VARIANCE = 1e-2
-
-
-def _likelihood_kinds(likelihoods, outputs, parts):
-    """Each output's observation model from ``likelihoods`` ``{output: kind}`` (default
-    Gaussian), checked in one line."""
-    likelihoods = dict(likelihoods or {})
-    kinds = ["gaussian"] * len(outputs)
-    for o, kind in likelihoods.items():
-        if o not in outputs:
-            raise ValueError(f"Expected likelihoods for outputs among {tuple(outputs)}; got "
-                             f"{o!r}")
-        if kind not in ("gaussian",) + COUNT_LIKELIHOODS:
-            raise ValueError(f"Expected the likelihood of {o!r} to be 'gaussian', "
-                             f"{', '.join(map(repr, COUNT_LIKELIHOODS))}; got {kind!r}")
-        c = outputs.index(o)
-        if kind != "gaussian" and not parts[c][1].numel():
-            raise ValueError(f"Expected data for output {o!r}, whose likelihood is {kind!r}; "
-                             f"it has none")
-        kinds[c] = kind
-    return kinds
 
 
 def _fill(held, index, learned):
@@ -152,7 +132,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
         self.system = system = with_point_priors(system)
         self.outputs = system.outputs
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
-        parts = self._init_counts(_likelihood_kinds(likelihoods, self.outputs, parts), parts)
+        parts = self._init_counts(likelihood_kinds(likelihoods, self.outputs, parts), parts)
         system.check_inputs(names)
         self.input_names, self.input_dim = names, len(names)
         C = len(self.outputs)

@@ -42,7 +42,7 @@ from ..param_scope import own_parameters
 from .linearised import GaussNewtonResult, LinearisedConditioning
 
 __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_likelihood",
-           "working_response"]
+           "likelihood_kinds", "working_response"]
 
 #: the observation models of an output besides the Gaussian
 COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
@@ -61,6 +61,26 @@ def check_counts(output, y):
                          f"got {int(bad.sum())} of {y.numel()} values that are not, e.g. "
                          f"{float(y[bad][0])!r}")
     return y
+
+
+def likelihood_kinds(likelihoods, outputs, parts):
+    """Each output's observation model from ``likelihoods`` ``{output: kind}`` (default
+    Gaussian), checked in one line."""
+    likelihoods = dict(likelihoods or {})
+    kinds = ["gaussian"] * len(outputs)
+    for o, kind in likelihoods.items():
+        if o not in outputs:
+            raise ValueError(f"Expected likelihoods for outputs among {tuple(outputs)}; got "
+                             f"{o!r}")
+        if kind not in ("gaussian",) + COUNT_LIKELIHOODS:
+            raise ValueError(f"Expected the likelihood of {o!r} to be 'gaussian', "
+                             f"{', '.join(map(repr, COUNT_LIKELIHOODS))}; got {kind!r}")
+        c = outputs.index(o)
+        if kind != "gaussian" and not parts[c][1].numel():
+            raise ValueError(f"Expected data for output {o!r}, whose likelihood is {kind!r}; "
+                             f"it has none")
+        kinds[c] = kind
+    return kinds
 
 
 def working_response(kind, y, f, r=None):
@@ -176,7 +196,7 @@ class CountObservations:
         if not self.count_outputs:
             return out
         iterations, moved = out.iterations, 0.0
-        for k in range(WORKING_MAX_ITER):
+        for _ in range(WORKING_MAX_ITER):
             change = self._update_mode()
             moved = max(moved, change)
             out = LinearisedConditioning.relinearise(self, max_iter)
