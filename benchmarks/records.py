@@ -107,12 +107,13 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def call_peer(python, spec, peer="numpyro_ode.py"):
-    """Run ``benchmarks/peers/<peer>`` with interpreter ``python`` on problem ``spec``: its
-    JSON answer, or ``{"refused": why}``."""
+def call_peer(python, spec, peer="numpyro_ode.py", env=None):
+    """Run ``benchmarks/peers/<peer>`` with interpreter ``python`` (or ``Rscript``) on problem
+    ``spec``, with ``env`` added to the environment: its JSON answer, or ``{"refused":
+    why}``."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", peer)
     done = subprocess.run([python, script], input=json.dumps(spec), capture_output=True,
-                          text=True)
+                          text=True, env=dict(os.environ, **(env or {})))
     if done.returncode:
         tail = done.stderr.strip().splitlines()
         return {"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}

@@ -163,8 +163,6 @@ def run_magi(p, seed, niter=20000):
     """MAGI (``benchmarks/peers/magi_hes1.R``, run by ``PIDKL_PEER_RSCRIPT``) on Hes1: its
     record. Its trajectories are at the 33 data times only (its discretisation): RMSE and
     coverage there, each component's against the truth at those times."""
-    import json
-    import subprocess
     import numpy as np
     import pyro_pidkl as pk
     import torch
@@ -178,15 +176,10 @@ def run_magi(p, seed, niter=20000):
     M = [float(y_m[t_m == t][0]) if t in t_m else None for t in times]
     spec = {"times": times.tolist(), "P": P, "M": M, "sigma": 0.15, "niter": niter,
             "seed": seed}
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "magi_hes1.R")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    done = subprocess.run([os.environ["PIDKL_PEER_RSCRIPT"], script], input=json.dumps(spec),
-                          capture_output=True, text=True, env=env)
-    if done.returncode:
-        tail = done.stderr.strip().splitlines()
-        return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
-                "refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}
-    peer = json.loads(done.stdout)
+    peer = records.call_peer(os.environ["PIDKL_PEER_RSCRIPT"], spec, peer="magi_hes1.R",
+                             env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    if "refused" in peer:
+        return {"outputs": {}, "coefficients": {}, "seconds": 0.0, **peer}
     out = {"outputs": {}, "coefficients": {}, "seconds": peer["seconds"],
            "peer_seconds": peer["seconds"], "cpu_seconds": peer["cpu_seconds"],
            "versions": peer["versions"], "settings": peer["settings"],
