@@ -58,15 +58,21 @@ def data_file():
     return path
 
 
-def true_trajectory():
-    """``(301, 3)``: the Lorenz system at the true coefficients from (-8, 7, 27)."""
+def trajectory(coefficients, x0, times):
+    """``(len(times), 3)``: the Lorenz system with ``coefficients`` (C1, C2, C3) from ``x0``
+    on [0, 3] (scipy's DOP853 at 1e-11)."""
     import numpy as np
     from scipy.integrate import solve_ivp
-    c1, c2, c3 = TRUTH["C1"], TRUTH["C2"], TRUTH["C3"]
-    sol = solve_ivp(lambda t, s: [c1 * (s[1] - s[0]), s[0] * (c2 - s[2]) - s[1],
+    c1, c2, c3 = coefficients
+    sol = solve_ivp(lambda _, s: [c1 * (s[1] - s[0]), s[0] * (c2 - s[2]) - s[1],
                                   s[0] * s[1] - c3 * s[2]],
-                    (0.0, 3.0), X0, t_eval=GRID, rtol=1e-11, atol=1e-11, method="DOP853")
+                    (0.0, 3.0), x0, t_eval=times, rtol=1e-11, atol=1e-11, method="DOP853")
     return np.asarray(sol.y.T)
+
+
+def true_trajectory():
+    """``(301, 3)``: the Lorenz system at the true coefficients from (-8, 7, 27)."""
+    return trajectory([TRUTH["C1"], TRUTH["C2"], TRUTH["C3"]], X0, GRID)
 
 
 def trajectory_error(pred):
@@ -114,17 +120,12 @@ def run_least_squares(path, seed=0):
     initial state, trajectories by DOP853 at 1e-11), with Gauss-Newton 95% intervals from
     the residual variance: what the data say when the ODE is taken as exact."""
     import numpy as np
-    from scipy.integrate import solve_ivp
     from scipy.optimize import least_squares
     d = np.load(path)
     t, y = d["t"][:, 0], d["y"]
 
     def residuals(p):
-        c1, c2, c3 = p[:3]
-        sol = solve_ivp(lambda _, s: [c1 * (s[1] - s[0]), s[0] * (c2 - s[2]) - s[1],
-                                      s[0] * s[1] - c3 * s[2]],
-                        (0.0, 3.0), p[3:], t_eval=t, rtol=1e-11, atol=1e-11, method="DOP853")
-        return (sol.y.T - y).ravel()
+        return (trajectory(p[:3], p[3:], t) - y).ravel()
     cpu, began = time.process_time(), time.perf_counter()
     fit = least_squares(residuals, [1.0, 1.0, 1.0, *y[0]], x_scale="jac")
     s2 = float(fit.fun @ fit.fun) / (fit.fun.size - fit.x.size)
@@ -136,11 +137,8 @@ def run_least_squares(path, seed=0):
         out["coefficients"][k] = {"value": float(value), "lower": float(lo), "upper": float(hi),
                                   "rel_error": abs(value - TRUTH[k]) / TRUTH[k],
                                   "covered95": bool(lo <= TRUTH[k] <= hi)}
-    c1, c2, c3 = fit.x[:3]
-    sol = solve_ivp(lambda _, s: [c1 * (s[1] - s[0]), s[0] * (c2 - s[2]) - s[1],
-                                  s[0] * s[1] - c3 * s[2]],
-                    (0.0, 3.0), fit.x[3:], t_eval=GRID, rtol=1e-11, atol=1e-11, method="DOP853")
-    out["trajectory_error"], out["trajectory_error_by_output"] = trajectory_error(sol.y.T)
+    out["trajectory_error"], out["trajectory_error_by_output"] = trajectory_error(
+        trajectory(fit.x[:3], fit.x[3:], GRID))
     return out
 
 
