@@ -71,8 +71,8 @@ def _glm(t, y):
 def test_poisson_counts_whose_log_mean_is_a_line_are_the_glm():
     """u' = r makes log mu a line: the exact Poisson GLM. With collocation points dense
     enough that the equation holds between them at the short lengthscale the fit picks (600
-    here; at the default 200 the posterior mean's slope and r part by 8%, and r is 0.7 GLM
-    standard errors off: docs/systems.md), the fit's r is the GLM's within a tenth of its
+    here; at the default 200 the posterior mean's slope and r can part:
+    docs/systems.md#counts), the fit's r is the GLM's within a tenth of its
     standard error, the level at t = 0 within one, and the 95% interval holds the GLM's
     estimate at 0.8-1.25 times the width of its Wald interval."""
     t, y = _counts()
