@@ -131,6 +131,21 @@ def summary(path):
                 f"{records.median([r['width'] for r in rs]):.3f} | "
                 f"{records.median(ratio):.2f} | "
                 f"{records.median([r['seconds'] for r in rs]):.1f} |")
+    for kind in KINDS:
+        pairs = [(r, recs[(kind, "glm", s)]) for (k, m, s), r in recs.items()
+                 if k == kind and m == "counts" and (kind, "glm", s) in recs]
+        if not pairs:
+            continue
+        # the GLM's standard error from its Wald interval
+        off = sorted(abs(r["value"] - g["value"]) / (g["width"] / (2 * 1.959964))
+                     for r, g in pairs)
+        lines.append(f"\n{kind}: the count fit's r from the GLM's, in GLM standard errors: "
+                     f"median {records.median(off):.2f}, over 2 on {sum(v > 2 for v in off)} of "
+                     f"{len(off)} ({', '.join(f'{v:.1f}' for v in off if v > 2) or 'none'})")
+        disp = [r["dispersion"] for r, _ in pairs if "dispersion" in r]
+        if disp:
+            lines.append(f"{kind}: dispersion (truth {DISPERSION:g}) median "
+                         f"{records.median(disp):.2f}, {min(disp):.2f}-{max(disp):.2f}")
     return "\n".join(lines)
 
 
