@@ -206,7 +206,8 @@ def case_elliptic(h, threads):
     with torch.no_grad():
         yb, truth = u(Xb), u(torch.as_tensor(interior))
     seconds, rec = run_ours(boundary, yb, interior, source, eq, ("x", "y"), interior, truth)
-    rec.update(case="elliptic", h=h, points=len(interior) + len(boundary), seconds=seconds)
+    rec.update(case="elliptic", h=h, points=len(interior) + len(boundary), seconds=seconds,
+               load_1min=round(os.getloadavg()[0], 2))
     peer = run_peer(h, threads)
     if peer:
         rec.update(peer)

@@ -32,10 +32,12 @@ import scipy.sparse.linalg
 import torch
 from scipy.spatial import cKDTree
 
-__all__ = ["SparseInverseCholesky", "conditioning_sets", "maximin_order"]
+from ..errors import NotPositiveDefiniteError
+
+__all__ = ["SparseInverseCholesky", "conditioning_sets", "maximin_order", "supernodes"]
 
 #: covariance entries per batched call: small enough that its arrays stay in cache
-ENTRIES_PER_BATCH = 65_536
+ENTRIES_PER_BATCH = 262_144
 
 
 def maximin_order(points):
@@ -104,6 +106,54 @@ def conditioning_sets(points, order, lengths, rho):
     return out
 
 
+def supernodes(points, lengths, sets, rho, lam=1.5, alpha=1.0):
+    r"""Aggregate the positions of a maximin order into supernodes: columns that share
+    one conditioning set and one factorisation (Schaefer, Katzfuss & Owhadi 2021, sec. 3.2).
+
+    The positions are cut into levels whose lengths lie within a factor ``lam`` of the
+    level's largest; a level's points go to their nearest centre among the maximin prefix
+    whose lengths are at least :math:`\alpha \rho \ell_{\min}` (a net of that spacing),
+    and the points of one level with one centre form a supernode. Its set is the union of
+    its members' conditioning sets and the members themselves: each member is then
+    conditioned on every earlier position of the union, a superset of its own set (at least
+    as accurate), and the supernode costs one Cholesky factorisation instead of one per
+    member.
+
+    :param points: ``(n, d)`` the points in maximin order (the factor's metric).
+    :param lengths: ``(n,)`` their maximin lengths (non-increasing, ``inf`` first).
+    :param sets: :func:`conditioning_sets` of the order.
+    :param float lam: the levels' ratio (> 1); ``None``: one supernode per point.
+    :param float alpha: the centres' spacing in units of :math:`\rho \ell_{\min}`.
+    :returns: a list of ``(members, union)``: sorted int64 positions.
+    """
+    n = lengths.shape[0]
+    if lam is None:
+        return [(np.array([k]), np.append(sets[k], k)) for k in range(n)]
+    if not lam > 1:
+        raise ValueError(f"Expected the supernodes' level ratio lam > 1; got {lam}")
+    x = np.asarray(points, dtype=np.float64)
+    decreasing = -lengths                       # non-decreasing, for searchsorted
+    out, pos = [], 0
+    while pos < n:
+        if not np.isfinite(lengths[pos]):
+            out.append((np.array([pos]), np.append(sets[pos], pos)))
+            pos += 1
+            continue
+        end = max(pos + 1, int(np.searchsorted(decreasing, -lengths[pos] / lam, "left")))
+        low = lengths[end - 1]
+        centres = max(1, int(np.searchsorted(decreasing, -alpha * rho * low, "right")))
+        _, near = cKDTree(x[:centres]).query(x[pos:end])
+        near = np.atleast_1d(near)
+        by = np.argsort(near, kind="stable")
+        cuts = np.flatnonzero(np.diff(near[by])) + 1
+        for group in np.split(by + pos, cuts):
+            members = np.sort(group)
+            union = np.unique(np.concatenate([sets[k] for k in members] + [members]))
+            out.append((members, union))
+        pos = end
+    return out
+
+
 class SparseInverseCholesky:
     r"""The KL-optimal sparse factor :math:`U` of :math:`\Theta^{-1}` for measurements at
     points (module docstring), ``U`` upper triangular in the order ``perm``.
@@ -123,10 +173,13 @@ class SparseInverseCholesky:
         of ``points / scale``).
     :param scale: ``(d,)`` or a scalar: distances (the ordering and the radii) are measured
         in ``points / scale``, the metric in which the kernel is isotropic (its lengthscales).
+    :param float lam: :func:`supernodes`' level ratio (``None``: a supernode per point, the
+        measurements of one point sharing it).
+    :param float alpha: :func:`supernodes`' centre spacing.
     """
 
     def __init__(self, points, point_of, weights, covariance, nugget=0.0, rho=3.0,
-                 order=None, scale=1.0):
+                 order=None, scale=1.0, lam=1.5, alpha=1.0):
         P = torch.as_tensor(points, dtype=torch.float64)
         metric = (P / torch.as_tensor(scale, dtype=torch.float64)).numpy()
         point_of = np.asarray(point_of, dtype=np.int64)
@@ -146,24 +199,22 @@ class SparseInverseCholesky:
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])   # first position of point k
         sets = conditioning_sets(metric, order, lengths, rho)
         self.order, self.lengths, self.rho = order, lengths, rho
-        # supernodes: the measurements of earlier points in the set, then the point's own
+        # a supernode's rows: the measurements of its union's points (in factor order); its
+        # columns: its members' measurements
         nodes = []
-        for k in range(order.shape[0]):
-            if counts[k] == 0:
-                continue
-            earlier = sets[k][counts[sets[k]] > 0]
-            members = (np.concatenate([np.arange(first[j], first[j] + counts[j])
-                                       for j in earlier]) if len(earlier) else
-                       np.zeros(0, dtype=np.int64))
-            own = np.arange(first[k], first[k] + counts[k])
-            nodes.append((np.concatenate([members, own]).astype(np.int64), int(counts[k])))
+        for members, union in supernodes(metric[order], lengths, sets, rho, lam, alpha):
+            rows = _positions(union, first, counts)
+            cols = _positions(members, first, counts)
+            if cols.size:
+                nodes.append((rows, np.searchsorted(rows, cols)))
+        self.supernodes = len(nodes)
+        self.escalated = 0.0
         nodes.sort(key=lambda node: len(node[0]))
         ids = torch.as_tensor(by_point)
         point_of_t = torch.as_tensor(point_of)
         rows, cols, vals = [], [], []
         start = 0
         while start < len(nodes):
-            size = len(nodes[start][0])
             stop = start + 1
             while stop < len(nodes) and (stop - start + 1) * len(nodes[stop][0]) ** 2 \
                     <= ENTRIES_PER_BATCH:
@@ -171,35 +222,64 @@ class SparseInverseCholesky:
             chunk = nodes[start:stop]
             start = stop
             size = len(chunk[-1][0])
-            idx = np.zeros((len(chunk), size), dtype=np.int64)
-            pad = np.zeros((len(chunk), size), dtype=bool)
-            own_count = np.array([t for _, t in chunk])
-            for b, (s, _) in enumerate(chunk):
-                idx[b, size - len(s):] = s              # padding first: the own last
+            g_max = max(len(c) for _, c in chunk)
+            B = len(chunk)
+            idx = np.zeros((B, size), dtype=np.int64)
+            pad = np.zeros((B, size), dtype=bool)
+            at = np.zeros((B, g_max), dtype=np.int64)       # the columns' places in the rows
+            real = np.zeros((B, g_max), dtype=bool)
+            for b, (s, c) in enumerate(chunk):
+                idx[b, size - len(s):] = s                   # padding first
                 pad[b, :size - len(s)] = True
-            meas = ids[torch.as_tensor(idx)]             # measurement ids (B, size)
+                at[b, :len(c)] = c + size - len(s)
+                real[b, :len(c)] = True
+            meas = ids[torch.as_tensor(idx)]                 # measurement ids (B, size)
             Pm, Wm = P[point_of_t[meas]], W[meas]
             theta = covariance(Pm, Wm, Pm, Wm)
             padt = torch.as_tensor(pad)
             theta = theta + torch.diag_embed(torch.where(padt, 1.0, nugget[meas]))
             theta = torch.where(padt[:, :, None] ^ padt[:, None, :], 0.0, theta)
-            L = torch.linalg.cholesky(theta)
-            t_max = int(own_count.max())
-            E = torch.zeros(len(chunk), size, t_max, dtype=theta.dtype)
-            for b, t in enumerate(own_count.tolist()):
-                E[b, size - t:, t_max - t:] = torch.eye(t, dtype=theta.dtype)
-            # the last columns of L^-T: solve L^T X = E
+            L = self._cholesky(theta, padt)
+            E = torch.zeros(B, size, g_max, dtype=theta.dtype)
+            bb, jj = np.nonzero(real)
+            E[bb, at[bb, jj], jj] = 1.0
+            # columns of L^-T: solve L^T X = E; a column's entries below its place are zero
             X = torch.linalg.solve_triangular(L.transpose(-1, -2), E, upper=True).numpy()
-            for b, (s, t) in enumerate(chunk):
-                block = X[b, size - len(s):, t_max - t:]              # (len(s), t)
-                for c in range(t):
-                    keep = len(s) - t + c + 1                         # upper triangular
-                    rows.append(s[:keep])
-                    cols.append(np.full(keep, s[keep - 1], dtype=np.int64))
-                    vals.append(block[:keep, c])
+            place = np.arange(size)
+            keep = (~pad)[:, :, None] & real[:, None, :] & \
+                (place[None, :, None] <= at[:, None, :])
+            b3, r3, j3 = np.nonzero(keep)
+            rows.append(idx[b3, r3])
+            cols.append(idx[b3, at[b3, j3]])
+            vals.append(X[b3, r3, j3])
         rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
         self.U = scipy.sparse.csc_matrix((vals, (rows, cols)), shape=(m, m))
         self._lu = None
+
+    #: the relative nugget a supernode's factorisation may escalate to before it is refused
+    MAX_NUGGET = 1e-6
+
+    def _cholesky(self, theta, pad):
+        r"""Cholesky factors of the supernodes' covariances ``(B, s, s)``; one that fails in
+        floating point gets :math:`10^k` times its diagonal's ``1e-14`` added, ``k = 0, 1,
+        ...``, up to :attr:`MAX_NUGGET` (the largest used is kept as ``escalated``)."""
+        L, info = torch.linalg.cholesky_ex(theta)
+        bad = torch.nonzero(info).flatten()
+        j = 1e-14
+        while bad.numel():
+            if j > self.MAX_NUGGET * (1 + 1e-9):
+                raise NotPositiveDefiniteError(
+                    f"Expected the covariance of {theta.shape[-1]} measurements to factor; "
+                    f"it did not even with a relative nugget of {self.MAX_NUGGET:g}: "
+                    f"measurements that repeat each other (duplicated points?)")
+            diag = torch.where(pad[bad], 0.0, theta[bad].diagonal(dim1=-2, dim2=-1))
+            Lb, ib = torch.linalg.cholesky_ex(theta[bad] + torch.diag_embed(j * diag))
+            done = ib == 0
+            L[bad[done]] = Lb[done]
+            self.escalated = max(self.escalated, j)
+            bad = bad[~done]
+            j *= 10
+        return L
 
     @property
     def nnz(self):
@@ -237,3 +317,10 @@ class SparseInverseCholesky:
         y = lu.solve(xp)                 # U y = x
         z = lu.solve(y, trans="T")       # U^T z = y
         return self._unpermute(z)
+
+
+def _positions(points, first, counts):
+    """The factor positions of the measurements of ``points`` (positions in the order)."""
+    c = counts[points]
+    starts = np.repeat(first[points] - np.concatenate([[0], np.cumsum(c)[:-1]]), c)
+    return starts + np.arange(int(c.sum()))

@@ -37,6 +37,7 @@ accurate sparse Cholesky factor (:mod:`pyro_pidkl.gp.sparse_cholesky`).
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import torch
 
@@ -46,22 +47,57 @@ __all__ = ["Matern72", "matern72_derivative", "matern72_measurement_covariance"]
 MAX_TOTAL_ORDER = 4
 
 
-def _f(order, rho):
-    r""":math:`f^{(j)}(s) = (7/2)^j q_j(\rho)` for ``j <= order`` (module docstring), the
-    exponential taken once."""
+def _profile(nu):
+    r"""The Matern :math:`\nu = p + 1/2` kernel's :math:`f^{(j)}(s) = \nu^j D^j f` for
+    :math:`j \le 4` as ``(polynomial, singular)`` pairs: :math:`e^{-\rho}` times the
+    polynomial in :math:`\rho` (exact coefficients, lowest first) plus ``singular``
+    :math:`/\rho`, from :math:`D[e^{-\rho} Q] = e^{-\rho} (Q' - Q) / \rho` and
+    :math:`f = e^{-\rho} \sum_{i \le p} \frac{p!}{(2p)!} \frac{(p + i)!}{i!\,(p - i)!}
+    (2\rho)^{p - i}`."""
+    p = int(nu - 0.5)
+    if p + 0.5 != nu or p < 3:
+        raise ValueError(f"Expected a half-integer smoothness nu >= 7/2 (four derivatives); "
+                         f"got {nu}")
+    q = [Fraction(0)] * (p + 1)
+    for i in range(p + 1):
+        q[p - i] = (Fraction(math.factorial(p), math.factorial(2 * p))
+                    * Fraction(math.factorial(p + i), math.factorial(i) * math.factorial(p - i))
+                    * 2 ** (p - i))
+    out, scale = [(q, Fraction(0))], Fraction(1)
+    for j in range(1, MAX_TOTAL_ORDER + 1):
+        r = [(k + 1) * q[k + 1] for k in range(len(q) - 1)] + [Fraction(0)]
+        r = [a - b for a, b in zip(r, q)]
+        scale *= Fraction(nu)
+        if out[-1][1]:
+            raise ValueError(f"Expected at most {j - 1} derivatives of the Matern {nu} "
+                             "kernel's profile")
+        singular, q = r[0], (r[1:] or [Fraction(0)])
+        out.append((q, singular))
+    return [([float(c * nu ** j) for c in poly], float(sing * nu ** j))
+            for j, (poly, sing) in enumerate(out)]
+
+
+_PROFILES = {}
+
+
+def _f(order, rho, nu=3.5):
+    r""":math:`f^{(j)}(s)` for ``j <= order`` of the Matern ``nu`` kernel
+    (:func:`_profile`; for 7/2 the module docstring's :math:`(7/2)^j q_j`), the exponential
+    taken once."""
     if order > MAX_TOTAL_ORDER:
         raise ValueError(f"Expected derivatives of total order at most {MAX_TOTAL_ORDER} "
-                         f"(two on each side) for the Matern 7/2 kernel; got {order}")
+                         f"(two on each side) for the Matern kernel; got {order}")
+    if nu not in _PROFILES:
+        _PROFILES[nu] = _profile(nu)
     e = torch.exp(-rho)
-    out = [(1 + rho * (1 + rho * (0.4 + rho / 15))) * e]
-    if order >= 1:
-        out.append((-3.5 / 15) * (3 + rho * (3 + rho)) * e)
-    if order >= 2:
-        out.append((3.5 ** 2 / 15) * (1 + rho) * e)
-    if order >= 3:
-        out.append((-3.5 ** 3 / 15) * e)
-    if order >= 4:
-        out.append((3.5 ** 4 / 15) * e / rho.clamp_min(torch.finfo(rho.dtype).tiny ** 0.5))
+    out = []
+    for poly, singular in _PROFILES[nu][:order + 1]:
+        h = poly[-1] + 0 * rho
+        for c in reversed(poly[:-1]):
+            h = h * rho + c
+        if singular:
+            h = h + singular / rho.clamp_min(torch.finfo(rho.dtype).tiny ** 0.5)
+        out.append(h * e)
     return out
 
 
@@ -81,13 +117,13 @@ class _RadialDerivatives:
     (a list of ``d`` arrays, one per input) shares, computed once: :math:`f^{(j)}(s)` for
     :math:`j \le` ``order`` and the powers of :math:`2\tau_j`."""
 
-    def __init__(self, tau, order):
+    def __init__(self, tau, order, nu=3.5):
         self.tau = tau
         s = tau[0] * tau[0]
         for t in tau[1:]:
             s = s + t * t
         # s clamped off 0: the same values, and finite gradients at coincident points
-        self.f = _f(order, torch.sqrt(7 * s.clamp_min(torch.finfo(s.dtype).tiny)))
+        self.f = _f(order, torch.sqrt(2 * nu * s.clamp_min(torch.finfo(s.dtype).tiny)), nu)
         self.powers = {}
 
     def _power(self, j, k):
@@ -123,8 +159,10 @@ class _RadialDerivatives:
         return out
 
 
-def matern72_measurement_covariance(PA, WA, PB, WB, indices, lengthscale, variance=1.0):
-    r"""Covariances of weighted point measurements of a Matern 7/2 GP, in batches:
+def matern72_measurement_covariance(PA, WA, PB, WB, indices, lengthscale, variance=1.0,
+                                    nu=3.5):
+    r"""Covariances of weighted point measurements of a Matern GP (smoothness ``nu``, a
+    half-integer >= 7/2; 7/2 by default), in batches:
     :math:`\operatorname{cov}(\sum_a W^A_{pa} \partial^a f(P^A_p),
     \sum_c W^B_{qc} \partial^c f(P^B_q))`.
 
@@ -146,7 +184,7 @@ def matern72_measurement_covariance(PA, WA, PB, WB, indices, lengthscale, varian
             for j in a + c:
                 n[j] = n.get(j, 0) + 1
             keys[a, c] = tuple(sorted(n.items()))
-    radial = _RadialDerivatives(tau, max(sum(n for _, n in key) for key in keys.values()))
+    radial = _RadialDerivatives(tau, max(sum(n for _, n in key) for key in keys.values()), nu)
     blocks = {}
     for key in set(keys.values()):
         scale = 1.0

@@ -8,7 +8,6 @@ import math
 import scipy.optimize
 import torch
 
-from ..kernels.matern import matern72_measurement_covariance
 from ..physics.collocation import maximin_subset
 
 __all__ = ["learn_lengthscale"]
@@ -55,7 +54,7 @@ class _DenseSubset:
         return self.s._linearised(jet, self.Z, self.g, self.y)[:2]
 
     def _theta(self, ell, W):
-        T = matern72_measurement_covariance(self.points, W, self.points, W, self.s.indices, ell)
+        T = self.s._covariance(ell)(self.points, W, self.points, W)
         return T + torch.diag(T.diagonal() * max(self.s.nugget, 1e-10))
 
     def fit_lengthscale(self, log_ell, W, rhs, span):
@@ -91,6 +90,5 @@ class _DenseSubset:
             for k in range(w):
                 E = torch.zeros(self.Z.shape[0], w, dtype=torch.float64)
                 E[:, k] = 1
-                rows.append(matern72_measurement_covariance(self.Z, E, self.points, W,
-                                                            self.s.indices, ell) @ a)
+                rows.append(self.s._covariance(ell)(self.Z, E, self.points, W) @ a)
             return torch.stack(rows)

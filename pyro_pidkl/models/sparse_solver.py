@@ -107,6 +107,9 @@ class SparseCholeskySolver:
     :param int learn_points: collocation points of the subset the lengthscale is learned on.
     :param float preconditioner_tol: the preconditioner is rebuilt when a column of the
         linearised operator's weights moves by more than this, relative to its size.
+    :param float lam: the factors' supernodes' level ratio
+        (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
+    :param float alpha: the supernodes' centre spacing in units of the radius.
 
     The solution: ``solver(Xnew)`` (:meth:`posterior_mean`, solving first if needed) anywhere
     in the points' box, :attr:`collocation_values` at the collocation points. :meth:`solve`
@@ -121,9 +124,9 @@ class SparseCholeskySolver:
     """
 
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
-                 lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-10,
+                 lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-12,
                  tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
-                 learn_points=600, preconditioner_tol=0.1):
+                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu=3.5):
         names = tuple(input_names or equation.inputs or ())
         self.X = self._points(X, "X", len(names) or None)
         d = self.X.shape[1]
@@ -171,6 +174,7 @@ class SparseCholeskySolver:
         self.cg_tol, self.cg_max_iterations = cg_tol, cg_max_iterations
         self.learn_points = learn_points
         self.preconditioner_tol = preconditioner_tol
+        self.lam, self.alpha, self.nu = lam, alpha, nu
         if isinstance(lengthscale, str) and lengthscale != "learn":
             raise ValueError(f"Expected lengthscale 'learn', a float or ({d},); got "
                              f"{lengthscale!r}")
@@ -205,7 +209,7 @@ class SparseCholeskySolver:
     # -- the measurements --------------------------------------------------------------
     def _covariance(self, ell):
         return lambda PA, WA, PB, WB: matern72_measurement_covariance(
-            PA, WA, PB, WB, self.indices, ell)
+            PA, WA, PB, WB, self.indices, ell, nu=self.nu)
 
     def _base(self, Z):
         """Base measurements: the value at every point of ``[X; Z]``, then each derivative
@@ -262,7 +266,8 @@ class SparseCholeskySolver:
         t1 = time.perf_counter()
         diag_b = self._diagonal(points, point_of, Wb, cov)
         big = SparseInverseCholesky(points, point_of, Wb, cov, nugget=self.nugget * diag_b,
-                                    rho=self.rho, order=order, scale=ell)
+                                    rho=self.rho, order=order, scale=ell, lam=self.lam,
+                                    alpha=self.alpha)
         factor_s = time.perf_counter() - t1
         jet = np.zeros((w, M))
         cg_counts, change, converged = [], math.inf, False
@@ -277,7 +282,7 @@ class SparseCholeskySolver:
                 pre = SparseInverseCholesky(points, np.arange(n + M), Wl, cov,
                                             nugget=self.nugget * diag_l,
                                             rho=self.rho_preconditioner, order=order,
-                                            scale=ell)
+                                            scale=ell, lam=self.lam, alpha=self.alpha)
                 pre_weights = Wl
                 factor_s += time.perf_counter() - t1
             A = scipy.sparse.linalg.LinearOperator(
@@ -286,8 +291,10 @@ class SparseCholeskySolver:
             Mop = scipy.sparse.linalg.LinearOperator((n + M, n + M), matvec=pre.precision_matvec,
                                                      dtype=np.float64)
             b = rhs.numpy()
-            # inexact Gauss-Newton: each solve a little more accurate than the last step
-            rtol = max(self.cg_tol, min(1e-3, 1e-2 * change))
+            # inexact Gauss-Newton: each solve a little more accurate than the last step; a
+            # linear equation's one solve is the answer, to the full tolerance
+            rtol = (self.cg_tol if self._linear()
+                    else max(self.cg_tol, min(1e-3, 1e-2 * change)))
             count = [0]
             lam, info = scipy.sparse.linalg.cg(
                 A, b, x0=pre.precision_matvec(b) if lam is None else lam, M=Mop, rtol=rtol,
