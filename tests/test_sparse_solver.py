@@ -224,3 +224,106 @@ def test_the_solver_refuses_what_it_cannot_solve_in_one_line():
         pk.SparseCholeskySolver(Xb, yb, eq, 50)
     with pytest.raises(ValueError, match="Expected lengthscale 'learn'"):
         pk.SparseCholeskySolver(Xb, yb, eq, Z, lengthscale="auto")
+
+
+def _matern_general(x, y, ell, nu):
+    """The Matern 9/2 and 11/2 kernels in their textbook closed forms (Rasmussen & Williams
+    eq. 4.16's polynomial times exponential), written out independently of the library."""
+    r = torch.sqrt(2 * nu * (((x - y) / ell) ** 2).sum())
+    if nu == 4.5:
+        poly = 1 + r + 3 * r ** 2 / 7 + 2 * r ** 3 / 21 + r ** 4 / 105
+    else:
+        poly = 1 + r + 4 * r ** 2 / 9 + r ** 3 / 9 + r ** 4 / 63 + r ** 5 / 945
+    return poly * torch.exp(-r)
+
+
+@pytest.mark.parametrize("nu", [4.5, 5.5])
+def test_smoother_matern_derivative_covariances_match_autograd_and_the_bessel_form(nu):
+    g = torch.Generator().manual_seed(2)
+    ell = torch.tensor([0.4, 0.7], dtype=D)
+    P, Q = torch.rand(3, 2, dtype=D, generator=g), torch.rand(3, 2, dtype=D, generator=g)
+    ind = [(), (0,), (1, 1), (0, 1)]
+    for ia, a in enumerate(ind):
+        for ic, c in enumerate(ind):
+            WA, WB = torch.zeros(3, 4, dtype=D), torch.zeros(3, 4, dtype=D)
+            WA[:, ia], WB[:, ic] = 1, 1
+            got = matern72_measurement_covariance(P, WA, Q, WB, ind, ell, nu=nu)
+            ref = torch.stack([torch.stack([pair_derivative(
+                lambda A, B: _matern_general(A[0], B[0], ell, nu)[None, None], p, q, a, c)
+                for q in Q]) for p in P])
+            assert torch.allclose(got, ref, rtol=1e-10, atol=1e-10 * float(ref.abs().max()))
+    r = np.linspace(0.01, 3, 40)
+    z = math.sqrt(2 * nu) * r
+    bessel = 2 ** (1 - nu) / scipy.special.gamma(nu) * z ** nu * scipy.special.kv(nu, z)
+    one = torch.ones(1, 1, dtype=D), torch.ones(40, 1, dtype=D)
+    k = matern72_measurement_covariance(torch.zeros(1, 1, dtype=D), one[0],
+                                        torch.as_tensor(r)[:, None], one[1], [()], 1.0, nu=nu)
+    assert np.allclose(k[0].numpy(), bessel, rtol=1e-12)
+    with pytest.raises(ValueError, match="half-integer smoothness nu >= 7/2"):
+        matern72_measurement_covariance(P, WA, Q, WB, ind, ell, nu=2.5)
+
+
+def test_supernodes_share_factorisations_and_lose_no_accuracy():
+    """Aggregated columns are conditioned on a superset of their own sets: exact with every
+    earlier measurement, and at a finite radius a KL divergence no larger than one
+    supernode per point, with fewer factorisations."""
+    pts, point_of, W = _elliptic_measurements(9)
+    ind = [(), (0, 0), (1, 1)]
+
+    def cov(PA, WA, PB, WB):
+        return matern72_measurement_covariance(PA, WA, PB, WB, ind, 0.3)
+    Pm, Wt = pts[point_of], torch.as_tensor(W)
+    theta = cov(Pm, Wt, Pm, Wt)
+    nugget = 1e-8 * theta.diagonal()
+    theta = (theta + torch.diag(nugget)).numpy()
+    m = len(point_of)
+    v = np.random.default_rng(1).standard_normal(m)
+    exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
+                                  lam=1.5)
+    assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-7,
+                       atol=1e-7 * np.abs(theta @ v).max())
+
+    def kl(F):
+        QT = F.precision_matvec(theta)
+        return 0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1])
+    for rho in (2.0, 3.0):
+        single = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
+                                       lam=None)
+        grouped = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
+                                        lam=1.5)
+        assert grouped.supernodes < single.supernodes == len(pts)
+        assert kl(grouped) <= kl(single) * (1 + 1e-9)
+    with pytest.raises(ValueError, match="level ratio lam > 1"):
+        SparseInverseCholesky(pts, point_of, W, cov, rho=3.0, lam=1.0)
+
+
+def test_a_supernode_that_does_not_factor_gets_a_nugget_or_a_one_line_refusal(monkeypatch):
+    """The value measured twice at each point without a nugget: singular, factored with an
+    escalated nugget (and said so), or refused when even the largest fails."""
+    pts, point_of, W = _elliptic_measurements(5)
+    twice = np.concatenate([point_of, point_of])
+    W2 = np.concatenate([W, W])
+
+    def cov(PA, WA, PB, WB):
+        return matern72_measurement_covariance(PA, WA, PB, WB, [(), (0, 0), (1, 1)], 0.3)
+    F = SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0)
+    assert 0 < F.escalated <= F.MAX_NUGGET and np.isfinite(F.U.data).all()
+    monkeypatch.setattr(SparseInverseCholesky, "MAX_NUGGET", 1e-20)
+    with pytest.raises(pk.errors.NotPositiveDefiniteError, match="duplicated points"):
+        SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0)
+
+
+def test_a_linear_equation_is_solved_to_the_full_tolerance():
+    """A linear equation takes one Gauss-Newton step: its CG solve goes to ``cg_tol`` (with
+    exact products, the solution of an approximate preconditioner equals the exact one)."""
+    Xb, Z = _box(13)
+    eq = pk.Equation(lambda f, x: -f.laplacian("x", "y") + 2 * f, inputs=("x", "y"))
+    g = -_lap_u(Z) + 2 * _u(Z)
+    exact = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.5, rho=1e9,
+                                    rho_preconditioner=1e9)
+    cg = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.5, rho=1e9,
+                                 rho_preconditioner=2.0)
+    assert exact.solve().iterations == 1 and cg.solve().iterations == 1
+    assert cg.result.cg_iterations[0] > 1
+    diff = (cg.collocation_values - exact.collocation_values).abs().max()
+    assert float(diff) < 1e-6 * float(exact.collocation_values.abs().max())
