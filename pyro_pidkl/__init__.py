@@ -19,6 +19,7 @@ _SOURCES = {
     "test_log_predictive_density": "diagnostics", "Adequacy": "diagnostics",
     "ModelMisfitWarning": "diagnostics",
     "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
+    "SolverRefusedError": "errors",
     "GPPosterior": "gp", "PosteriorDraw": "physics", "cho_solve": "gp", "logdet": "gp",
     "quad_diag": "gp",
     "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "PriorGuideELBO": "infer",

@@ -27,5 +27,14 @@ class FitDivergedError(PIDKLError, RuntimeError):
         self.step, self.cause = step, cause
 
 
+class SolverRefusedError(PIDKLError, RuntimeError):
+    """A solver stopped because its method cannot solve this problem; ``result`` holds what
+    it did up to then (its last iterate stays on the solver)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
 class ConvergenceWarning(UserWarning):
     """Gauss-Newton did not reach its tolerance."""

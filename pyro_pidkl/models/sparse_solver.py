@@ -43,8 +43,9 @@ import torch
 from scipy.spatial import cKDTree
 
 from ..checks import as_inputs
-from ..errors import ConvergenceWarning
+from ..errors import ConvergenceWarning, SolverRefusedError
 from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maximin_order
+from ..infer.threads import torch_threads
 from ..kernels.matern import matern72_measurement_covariance
 from ..physics.collocation import collocation_points
 from ..physics.derivatives import Inputs
@@ -110,6 +111,14 @@ class SparseCholeskySolver:
     :param float lam: the factors' supernodes' level ratio
         (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
     :param float alpha: the supernodes' centre spacing in units of the radius.
+    :param int threads: torch threads while solving (``None``: as set). One by default: the
+        factors are many small batches, which a second thread barely speeds up on a quiet
+        machine and slows several times when another process keeps a core busy
+        (``docs/speed.md``).
+
+    When conjugate gradients fail in :attr:`CG_STALLS` Gauss-Newton steps in a row the solve
+    is refused (:class:`~pyro_pidkl.errors.SolverRefusedError`, the reason in one line; the
+    last iterate and ``result`` kept): the preconditioner does not work for that equation.
 
     The solution: ``solver(Xnew)`` (:meth:`posterior_mean`, solving first if needed) anywhere
     in the points' box, :attr:`collocation_values` at the collocation points. :meth:`solve`
@@ -123,10 +132,14 @@ class SparseCholeskySolver:
         solver.result                 # Gauss-Newton steps, CG iterations, seconds
     """
 
+    #: conjugate gradients failing in this many Gauss-Newton steps in a row refuse the solve
+    CG_STALLS = 3
+
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
                  lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-12,
                  tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
-                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu=3.5):
+                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu=3.5,
+                 threads=1):
         names = tuple(input_names or equation.inputs or ())
         self.X = self._points(X, "X", len(names) or None)
         d = self.X.shape[1]
@@ -175,6 +188,10 @@ class SparseCholeskySolver:
         self.learn_points = learn_points
         self.preconditioner_tol = preconditioner_tol
         self.lam, self.alpha, self.nu = lam, alpha, nu
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise ValueError(f"Expected threads to be None or an integer >= 1; got {threads!r}")
+        self.threads = threads
         if isinstance(lengthscale, str) and lengthscale != "learn":
             raise ValueError(f"Expected lengthscale 'learn', a float or ({d},); got "
                              f"{lengthscale!r}")
@@ -254,6 +271,10 @@ class SparseCholeskySolver:
     def solve(self):
         """Gauss-Newton with the sparse factors: a :class:`SparseSolveResult` (also kept as
         ``self.result``); the solution is then :meth:`posterior_mean`."""
+        with torch_threads(self.threads):
+            return self._solve()
+
+    def _solve(self):
         t0 = time.perf_counter()
         if isinstance(self.lengthscale, str):
             self.lengthscale = self.learn_lengthscale()
@@ -271,7 +292,7 @@ class SparseCholeskySolver:
         factor_s = time.perf_counter() - t1
         jet = np.zeros((w, M))
         cg_counts, change, converged = [], math.inf, False
-        merit, pre, pre_weights, lam = math.inf, None, None, None
+        merit, pre, pre_weights, lam, stalled = math.inf, None, None, None, 0
         state = self._linearised(torch.as_tensor(jet), self.Z, self.g)
         for it in range(1, self.max_iterations + 1):
             Wl, rhs, _ = state
@@ -301,7 +322,8 @@ class SparseCholeskySolver:
                 maxiter=self.cg_max_iterations,
                 callback=lambda _: count.__setitem__(0, count[0] + 1))
             cg_counts.append(count[0])
-            if info != 0:
+            stalled = stalled + 1 if info != 0 else 0
+            if info != 0 and stalled < self.CG_STALLS:
                 warnings.warn(f"conjugate gradients stopped at {count[0]} iterations above "
                               f"the tolerance {self.cg_tol} (Gauss-Newton step {it})",
                               ConvergenceWarning, stacklevel=2)
@@ -328,6 +350,18 @@ class SparseCholeskySolver:
             if step_size == 1.0 and (change <= self.tol or self._linear()):
                 converged = True
                 break
+            if stalled >= self.CG_STALLS:
+                self.jet = jet
+                self.result = SparseSolveResult(it, False, change, cg_counts,
+                                                time.perf_counter() - t0, factor_s)
+                raise SolverRefusedError(
+                    f"Expected conjugate gradients to converge; they stopped above the "
+                    f"tolerance {rtol:.3g} at {self.cg_max_iterations} iterations in "
+                    f"{stalled} Gauss-Newton steps in a row (step {it}, relative change "
+                    f"{change:.3g}): the preconditioner, the sparse factor of the linearised "
+                    f"operator's covariance, does not screen for this equation (e.g. "
+                    f"transport in space-time); solve it with PhysicsConditionedGP (dense)",
+                    self.result)
         if not converged:
             warnings.warn(f"Gauss-Newton stopped after {it} steps with a relative change of "
                           f"{change:.3g} (tol {self.tol})", ConvergenceWarning, stacklevel=2)
