@@ -170,7 +170,8 @@ def run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth):
                      "gn_iterations": res.iterations, "gn_converged": res.converged,
                      "cg_iterations": res.cg_iterations, "solve_s": round(res.seconds, 3),
                      "factor_s": round(res.factor_seconds, 3),
-                     "lengthscale": solver.ell.tolist(),
+                     "lengthscale": solver.ell.tolist(), "solver_threads": solver.threads,
+                     "supernodes": solver.supernodes,
                      # the process's peak so far (cases run smallest first)
                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 

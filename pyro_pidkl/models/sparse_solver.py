@@ -290,6 +290,7 @@ class SparseCholeskySolver:
                                     rho=self.rho, order=order, scale=ell, lam=self.lam,
                                     alpha=self.alpha)
         factor_s = time.perf_counter() - t1
+        self.supernodes = big.supernodes
         jet = np.zeros((w, M))
         cg_counts, change, converged = [], math.inf, False
         merit, pre, pre_weights, lam, stalled = math.inf, None, None, None, 0
