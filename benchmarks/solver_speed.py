@@ -183,7 +183,7 @@ def run_peer(h, threads):
     if not root:
         return None
     python = os.environ.get("PIDKL_PEER_PYTHON", sys.executable)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count=1 "
                          f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}")

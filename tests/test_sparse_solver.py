@@ -88,16 +88,21 @@ def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_
     nugget = 1e-8 * theta.diagonal()
     theta = (theta + torch.diag(nugget)).numpy()
     v = np.random.default_rng(0).standard_normal(len(point_of))
-    exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9)
-    assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-7,
-                       atol=1e-7 * np.abs(theta @ v).max())
-    assert np.allclose(exact.precision_matvec(theta @ v), v, rtol=1e-6, atol=1e-6)
-    assert exact.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-9)
+    exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
+                                  dense_limit=0)
+    dense = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9)
+    assert dense.dense and not exact.dense          # sets of everything: the exact factor
+    for F in (exact, dense):
+        assert np.allclose(F.covariance_matvec(v), theta @ v, rtol=1e-7,
+                           atol=1e-7 * np.abs(theta @ v).max())
+        assert np.allclose(F.precision_matvec(theta @ v), v, rtol=1e-6, atol=1e-6)
+        assert F.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-9)
     # KL(N(0, Theta) || N(0, (U U^T)^-1)), what the factor minimises, falls with the radius
     kl = []
     m = len(point_of)
     for rho in (2.0, 3.0, 5.0):
-        F = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho)
+        F = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
+                                  dense_limit=0)
         QT = F.precision_matvec(theta)
         kl.append(0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1]))
         assert F.nnz < exact.nnz
@@ -288,9 +293,9 @@ def test_supernodes_share_factorisations_and_lose_no_accuracy():
         return 0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1])
     for rho in (2.0, 3.0):
         single = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
-                                       lam=None)
+                                       lam=None, dense_limit=0)
         grouped = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
-                                        lam=1.5)
+                                        lam=1.5, dense_limit=0)
         assert grouped.supernodes < single.supernodes == len(pts)
         assert kl(grouped) <= kl(single) * (1 + 1e-9)
     with pytest.raises(ValueError, match="level ratio lam > 1"):
@@ -306,11 +311,12 @@ def test_a_supernode_that_does_not_factor_gets_a_nugget_or_a_one_line_refusal(mo
 
     def cov(PA, WA, PB, WB):
         return matern72_measurement_covariance(PA, WA, PB, WB, [(), (0, 0), (1, 1)], 0.3)
-    F = SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0)
+    F = SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0, dense_limit=0)
     assert 0 < F.escalated <= F.MAX_NUGGET and np.isfinite(F.U.data).all()
     monkeypatch.setattr(SparseInverseCholesky, "MAX_NUGGET", 1e-20)
-    with pytest.raises(pk.errors.NotPositiveDefiniteError, match="duplicated points"):
-        SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0)
+    for limit in (0, 10_000):                       # the sparse factor and the exact one
+        with pytest.raises(pk.errors.NotPositiveDefiniteError, match="duplicated points"):
+            SparseInverseCholesky(pts, twice, W2, cov, nugget=0.0, rho=3.0, dense_limit=limit)
 
 
 def test_a_linear_equation_is_solved_to_the_full_tolerance():

@@ -27,6 +27,7 @@ carry little information): the Matern kernels screen and the error falls exponen
 import heapq
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
@@ -34,10 +35,14 @@ from scipy.spatial import cKDTree
 
 from ..errors import NotPositiveDefiniteError
 
-__all__ = ["SparseInverseCholesky", "conditioning_sets", "maximin_order", "supernodes"]
+__all__ = ["DENSE_LIMIT", "SparseInverseCholesky", "conditioning_sets", "maximin_order", "supernodes"]
 
 #: covariance entries per batched call: small enough that its arrays stay in cache
 ENTRIES_PER_BATCH = 262_144
+
+#: at most this many measurements, a factor whose supernodes would cost more than one
+#: dense Cholesky factorisation (sum of their sizes cubed above m cubed) is the exact one
+DENSE_LIMIT = 12_000
 
 
 def maximin_order(points):
@@ -176,10 +181,12 @@ class SparseInverseCholesky:
     :param float lam: :func:`supernodes`' level ratio (``None``: a supernode per point, the
         measurements of one point sharing it).
     :param float alpha: :func:`supernodes`' centre spacing.
+    :param int dense_limit: with at most this many measurements, the factor is the exact
+        one where that costs no more than the supernodes would (``0``: always sparse).
     """
 
     def __init__(self, points, point_of, weights, covariance, nugget=0.0, rho=3.0,
-                 order=None, scale=1.0, lam=1.5, alpha=1.0):
+                 order=None, scale=1.0, lam=1.5, alpha=1.0, dense_limit=DENSE_LIMIT):
         P = torch.as_tensor(points, dtype=torch.float64)
         metric = (P / torch.as_tensor(scale, dtype=torch.float64)).numpy()
         point_of = np.asarray(point_of, dtype=np.int64)
@@ -209,9 +216,14 @@ class SparseInverseCholesky:
                 nodes.append((rows, np.searchsorted(rows, cols)))
         self.supernodes = len(nodes)
         self.escalated = 0.0
-        nodes.sort(key=lambda node: len(node[0]))
         ids = torch.as_tensor(by_point)
         point_of_t = torch.as_tensor(point_of)
+        self.L = None
+        if m <= dense_limit and m ** 3 <= sum(len(r) ** 3 for r, _ in nodes):
+            # the conditioning sets cover (nearly) everything: the exact factor costs less
+            self._dense(P[point_of_t[ids]], W[ids], covariance, nugget[ids])
+            return
+        nodes.sort(key=lambda node: len(node[0]))
         rows, cols, vals = [], [], []
         start = 0
         while start < len(nodes):
@@ -281,13 +293,34 @@ class SparseInverseCholesky:
             j *= 10
         return L
 
+    def _dense(self, Pm, Wm, covariance, nugget):
+        r"""The exact factor, :math:`\Theta = L L^\top` in factor order (kept as ``L``;
+        ``U`` is :math:`L^{-\top}`, not formed), the covariance built a block of rows at a
+        time."""
+        m = Pm.shape[0]
+        step = max(1, ENTRIES_PER_BATCH // m)
+        theta = torch.cat([covariance(Pm[i:i + step], Wm[i:i + step], Pm, Wm)
+                           for i in range(0, m, step)])
+        theta.diagonal().add_(nugget)
+        self.L = self._cholesky(theta[None], torch.zeros(1, m, dtype=torch.bool))[0].numpy()
+        self.U = None
+
+    @property
+    def dense(self):
+        """Whether the factor is the exact one (:data:`DENSE_LIMIT`)."""
+        return self.L is not None
+
     @property
     def nnz(self):
         """Entries of the factor."""
+        if self.dense:
+            return self.L.shape[0] * (self.L.shape[0] + 1) // 2
         return self.U.nnz
 
     def logdet(self):
         r""":math:`\log\det\Theta \approx -2 \sum_i \log U_{ii}`."""
+        if self.dense:
+            return float(2 * np.log(self.L.diagonal()).sum())
         return float(-2 * np.log(self.U.diagonal()).sum())
 
     def _unpermute(self, y):
@@ -299,6 +332,10 @@ class SparseInverseCholesky:
         r""":math:`\Theta^{-1} x \approx U U^\top x` (measurement order in and out; ``x``
         ``(m,)`` or ``(m, k)``)."""
         xp = np.asarray(x, dtype=np.float64)[self.perm]
+        if self.dense:
+            y = scipy.linalg.solve_triangular(self.L, xp, lower=True, check_finite=False)
+            return self._unpermute(scipy.linalg.solve_triangular(self.L, y, lower=True,
+                                                                 trans="T", check_finite=False))
         return self._unpermute(self.U @ (self.U.T @ xp))
 
     def _factor(self):
@@ -312,8 +349,10 @@ class SparseInverseCholesky:
     def covariance_matvec(self, x):
         r""":math:`\Theta x \approx U^{-\top} U^{-1} x` (two triangular solves; ``x``
         ``(m,)`` or ``(m, k)``)."""
-        lu = self._factor()
         xp = np.asarray(x, dtype=np.float64)[self.perm]
+        if self.dense:
+            return self._unpermute(self.L @ (self.L.T @ xp))
+        lu = self._factor()
         y = lu.solve(xp)                 # U y = x
         z = lu.solve(y, trans="T")       # U^T z = y
         return self._unpermute(z)
