@@ -196,7 +196,13 @@ def run_peer(h, threads):
     if not (wall and acc):
         return {"peer_error": text.strip().splitlines()[-1][:200] if text.strip() else
                 f"exit {out.returncode}"}
-    return {"peer_s": float(wall.group(1)), "peer_rms": float(acc.group(1))}
+    versions = subprocess.run([python, "-c", "import jax, numpy, scipy; print(jax.__version__, "
+                               "numpy.__version__, scipy.__version__)"], env=env,
+                              capture_output=True, text=True).stdout.split()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                          text=True).stdout.strip()
+    return {"peer_s": float(wall.group(1)), "peer_rms": float(acc.group(1)),
+            "peer_environment": dict(zip(("jax", "numpy", "scipy"), versions), commit=head)}
 
 
 def case_elliptic(h, threads):
@@ -286,6 +292,8 @@ def main(argv=None):
     p.add_argument("--solver", default="dense", choices=("dense", "sparse"),
                    help="PhysicsConditionedGP (dense) or SparseCholeskySolver (sparse)")
     p.add_argument("--out", default=DEFAULT_OUT)
+    p.add_argument("--busy", action="store_true",
+                   help="run beside a process that keeps one core spinning (recorded)")
     p.add_argument("--summary", action="store_true")
     args = p.parse_args(argv)
     global SOLVER
@@ -303,13 +311,20 @@ def main(argv=None):
         if "data" in cases:
             jobs += [lambda n=int(n): case_data(n, args.threads) for n in args.N.split(",")]
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "a") as fh:
-            for job in jobs:
-                rec = job()
-                rec.update(threads=args.threads, commit=commit)
-                records.append(fh, rec)
-                print(_line(rec), flush=True)
+        hog = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy
+               else None)
+        try:
+            with open(args.out, "a") as fh:
+                for job in jobs:
+                    rec = job()
+                    rec.update(threads=args.threads, commit=commit, busy=args.busy)
+                    records.append(fh, rec)
+                    print(_line(rec), flush=True)
+        finally:
+            if hog is not None:
+                hog.kill()
     print(summary(args.out))
+    print(targets(args.out))
 
 
 def _line(r):
@@ -322,6 +337,24 @@ def _line(r):
                                                     else "")
     return (f"{r['case']}{where} ({r['points']} points): {r['seconds']:.2f} s, RMS "
             f"{r['rms']:.2e}, rel. L2 {r['rel_l2']:.2e}{peer}")
+
+
+def targets(path):
+    """The sparse solver against the peer at 10^4 points and more, each machine state's
+    latest run: no slower and no less accurate (RMS) in the same run."""
+    latest = {}
+    for r in records.read_records(path):
+        if r.get("solver") == "sparse" and r["case"] == "elliptic" and "peer_s" in r \
+                and r["points"] >= 10_000:
+            latest[r["points"], bool(r.get("busy"))] = r
+    lines = ["Targets (sparse solver against the peer in the same run, >= 10^4 points):"]
+    for (points, busy), r in sorted(latest.items()):
+        met = r["seconds"] <= r["peer_s"] and r["rms"] <= r["peer_rms"]
+        lines.append(f"- {points} points, {'other core busy' if busy else 'quiet'}: "
+                     f"{r['seconds']:.1f} s against {r['peer_s']:.1f} s (ratio "
+                     f"{r['time_ratio']:.2f}), RMS {r['rms']:.2e} against {r['peer_rms']:.2e}: "
+                     f"{'met' if met else 'missed'} (commit {r.get('commit')})")
+    return "\n".join(lines)
 
 
 def summary(path):
