@@ -161,7 +161,14 @@ def run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth):
     t0 = time.perf_counter()
     solver = pk.SparseCholeskySolver(torch.as_tensor(X_boundary), torch.as_tensor(y_boundary),
                                      eq, torch.as_tensor(Z), source=source, input_names=names)
-    res = solver.solve()
+    try:
+        res = solver.solve()
+    except pk.SolverRefusedError as e:          # refused with its reason: recorded as such
+        res = e.result
+        return time.perf_counter() - t0, {
+            "solver": "sparse", "refused": str(e), "rms": float("nan"),
+            "rel_l2": float("nan"), "gn_iterations": res.iterations,
+            "cg_iterations": res.cg_iterations, "lengthscale": solver.ell.tolist()}
     mean = solver.posterior_mean(torch.as_tensor(X_eval))
     seconds = time.perf_counter() - t0
     err = mean - torch.as_tensor(truth)
@@ -335,6 +342,9 @@ def _line(r):
             if "peer_s" in r else "")
     where = (f" h={r['h']}" if "h" in r else "") + (" sparse" if r.get("solver") == "sparse"
                                                     else "")
+    if "refused" in r:
+        return f"{r['case']}{where} ({r['points']} points): refused after {r['seconds']:.2f} s: " \
+               f"{r['refused']}"
     return (f"{r['case']}{where} ({r['points']} points): {r['seconds']:.2f} s, RMS "
             f"{r['rms']:.2e}, rel. L2 {r['rel_l2']:.2e}{peer}")
 
