@@ -333,18 +333,3 @@ def test_a_linear_equation_is_solved_to_the_full_tolerance():
     assert cg.result.cg_iterations[0] > 1
     diff = (cg.collocation_values - exact.collocation_values).abs().max()
     assert float(diff) < 1e-6 * float(exact.collocation_values.abs().max())
-
-
-def test_measurements_of_one_derivative_each_take_the_same_covariances_by_their_blocks():
-    """The factor's base measurements (one derivative each, weighted) are evaluated block by
-    block; the result is the weighted sum over every block, which a gradient forces."""
-    g = torch.Generator().manual_seed(3)
-    ind = [(), (0, 0), (1, 1), (2, 2), (0, 1)]
-    P = torch.rand(4, 30, 3, dtype=D, generator=g)
-    W = torch.nn.functional.one_hot(torch.randint(0, 5, (4, 30), generator=g), 5).to(D)
-    W = W * torch.randn(4, 30, 1, dtype=D, generator=g)
-    ell = torch.tensor([0.5, 0.6, 0.7], dtype=D)
-    fast = matern72_measurement_covariance(P, W, P[:, :20], W[:, :20], ind, ell)
-    full = matern72_measurement_covariance(P, W, P[:, :20], W[:, :20], ind,
-                                           ell.clone().requires_grad_(True))
-    assert torch.allclose(fast, full.detach(), rtol=1e-13, atol=1e-13 * float(fast.abs().max()))

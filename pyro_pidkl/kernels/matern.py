@@ -117,20 +117,14 @@ class _RadialDerivatives:
     (a list of ``d`` arrays, one per input) shares, computed once: :math:`f^{(j)}(s)` for
     :math:`j \le` ``order`` and the powers of :math:`2\tau_j`."""
 
-    def __init__(self, tau, order, nu=3.5, f=None):
+    def __init__(self, tau, order, nu=3.5):
         self.tau = tau
-        if f is None:
-            s = tau[0] * tau[0]
-            for t in tau[1:]:
-                s = s + t * t
-            # s clamped off 0: the same values, and finite gradients at coincident points
-            f = _f(order, torch.sqrt(2 * nu * s.clamp_min(torch.finfo(s.dtype).tiny)), nu)
-        self.f = f
+        s = tau[0] * tau[0]
+        for t in tau[1:]:
+            s = s + t * t
+        # s clamped off 0: the same values, and finite gradients at coincident points
+        self.f = _f(order, torch.sqrt(2 * nu * s.clamp_min(torch.finfo(s.dtype).tiny)), nu)
         self.powers = {}
-
-    def select(self, mask):
-        """The same quantities at the entries ``mask`` only (flat)."""
-        return _RadialDerivatives([t[mask] for t in self.tau], None, f=[g[mask] for g in self.f])
 
     def _power(self, j, k):
         r""":math:`(2\tau_j)^k` by products of the cached lower powers."""
@@ -191,10 +185,6 @@ def matern72_measurement_covariance(PA, WA, PB, WB, indices, lengthscale, varian
                 n[j] = n.get(j, 0) + 1
             keys[a, c] = tuple(sorted(n.items()))
     radial = _RadialDerivatives(tau, max(sum(n for _, n in key) for key in keys.values()), nu)
-    if not (WA.requires_grad or WB.requires_grad or lengthscale_grad(ell)):
-        hot = _one_hot(WA), _one_hot(WB)
-        if hot[0] is not None and hot[1] is not None:
-            return variance * _one_hot_covariance(radial, hot, indices, keys, ell)
     blocks = {}
     for key in set(keys.values()):
         scale = 1.0
@@ -212,38 +202,6 @@ def matern72_measurement_covariance(PA, WA, PB, WB, indices, lengthscale, varian
         term = inner * WA[..., :, ia, None]
         total = term if total is None else total + term
     return variance * total
-
-
-def lengthscale_grad(ell):
-    return torch.is_grad_enabled() and ell.requires_grad
-
-
-def _one_hot(W):
-    """``(column, weight)`` of each row of ``W`` ``(..., n, w)`` with at most one nonzero
-    entry (a measurement of one derivative), or ``None`` if some row has more."""
-    nonzero = W != 0
-    if bool((nonzero.sum(-1) > 1).any()):
-        return None
-    col = nonzero.to(torch.int8).argmax(-1)
-    return col, W.gather(-1, col[..., None])[..., 0]
-
-
-def _one_hot_covariance(radial, hot, indices, keys, ell):
-    r"""The covariances of measurements of one derivative each: each entry takes only its
-    pair's block (``w^2`` times fewer evaluations than weighing every block)."""
-    (ca, wa), (cb, wb) = hot
-    shape = torch.broadcast_shapes(radial.tau[0].shape)
-    pair = (ca[..., :, None] * len(indices) + cb[..., None, :]).expand(shape)
-    out = torch.zeros(shape, dtype=radial.tau[0].dtype, device=radial.tau[0].device)
-    for code in torch.unique(pair).tolist():
-        a, c = indices[code // len(indices)], indices[code % len(indices)]
-        key = keys[a, c]
-        mask = pair == code
-        scale = (-1.0) ** len(c)
-        for j, nj in key:
-            scale = scale * ell[j] ** (-nj)
-        out[mask] = radial.select(mask)(dict(key)) * scale
-    return out * (wa[..., :, None] * wb[..., None, :])
 
 
 @dataclass
