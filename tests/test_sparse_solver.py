@@ -87,11 +87,13 @@ def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_
     theta = cov(Pm, Wt, Pm, Wt)
     nugget = 1e-8 * theta.diagonal()
     theta = (theta + torch.diag(nugget)).numpy()
-    v = np.random.default_rng(0).standard_normal(len(point_of))
+    m = len(point_of)
+    v = np.random.default_rng(0).standard_normal(m)
     exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
                                   dense_limit=0)
-    dense = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9)
-    assert dense.dense and not exact.dense          # sets of everything: the exact factor
+    dense = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
+                                  dense_limit=m)
+    assert dense.dense and not exact.dense
     for F in (exact, dense):
         assert np.allclose(F.covariance_matvec(v), theta @ v, rtol=1e-7,
                            atol=1e-7 * np.abs(theta @ v).max())
@@ -133,7 +135,8 @@ def test_a_manufactured_poisson_solution_converges_as_collocation_grows():
         Xb, Z = _box(n)
         solver = pk.SparseCholeskySolver(
             Xb, _u(Xb), pk.Equation(lambda f, x: -f.laplacian("x", "y"), inputs=("x", "y")),
-            Z, source=lambda x: -_lap_u(torch.stack([x["x"], x["y"]], 1)), lengthscale=0.4)
+            Z, source=lambda x: -_lap_u(torch.stack([x["x"], x["y"]], 1)), lengthscale=0.4,
+            dense_limit=0)
         res = solver.solve()
         assert res.converged and res.iterations == 1
         Xt = torch.rand(300, 2, dtype=D, generator=torch.Generator().manual_seed(0))
@@ -187,7 +190,7 @@ def test_sin_nonlinearity_in_one_dimension_with_the_learned_lengthscale():
         return torch.cos(2 * X[:, 0]) + X[:, 0] / 2
     g = -4 * torch.cos(2 * Z[:, 0]) + torch.sin(u(Z))
     eq = pk.Equation(lambda f, x: f.d("x", "x") + torch.sin(f), inputs=("x",))
-    solver = pk.SparseCholeskySolver(Xb, u(Xb), eq, Z, source=g)
+    solver = pk.SparseCholeskySolver(Xb, u(Xb), eq, Z, source=g, dense_limit=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = solver.solve()
@@ -328,8 +331,26 @@ def test_a_linear_equation_is_solved_to_the_full_tolerance():
     exact = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.5, rho=1e9,
                                     rho_preconditioner=1e9)
     cg = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.5, rho=1e9,
-                                 rho_preconditioner=2.0)
+                                 rho_preconditioner=2.0, dense_limit=0)
     assert exact.solve().iterations == 1 and cg.solve().iterations == 1
     assert cg.result.cg_iterations[0] > 1
     diff = (cg.collocation_values - exact.collocation_values).abs().max()
     assert float(diff) < 1e-6 * float(exact.collocation_values.abs().max())
+
+
+def test_small_problems_take_the_exact_factor_and_large_ones_the_sparse_one():
+    """Up to ``dense_limit`` measurements the factors are exact (a nonlinear solve then
+    equals the dense Gauss-Newton's); above it, sparse (supernodes, CG iterating)."""
+    Xb, Z = _box(9)
+    g = -_lap_u(Z) + _u(Z) ** 3
+    eq = pk.Equation(lambda f, x: -f.laplacian("x", "y") + f ** 3, inputs=("x", "y"))
+    small = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.4, tol=1e-10)
+    small.solve()
+    dense = _dense_gauss_newton(Xb, _u(Xb), Z, g, 0.4, small.nugget)
+    assert torch.allclose(small.collocation_values, dense, atol=1e-7)
+    assert max(small.result.cg_iterations) <= 2           # an exact preconditioner
+    large = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.4, tol=1e-10,
+                                    dense_limit=10)
+    large.solve()
+    assert max(large.result.cg_iterations) > 2
+    assert float((large.collocation_values - dense).abs().max()) < 1e-2

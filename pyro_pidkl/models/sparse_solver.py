@@ -44,7 +44,8 @@ from scipy.spatial import cKDTree
 
 from ..checks import as_inputs
 from ..errors import ConvergenceWarning, SolverRefusedError
-from ..gp.sparse_cholesky import ENTRIES_PER_BATCH, SparseInverseCholesky, maximin_order
+from ..gp.sparse_cholesky import (DENSE_LIMIT, ENTRIES_PER_BATCH, SparseInverseCholesky,
+                                   maximin_order)
 from ..infer.threads import torch_threads
 from ..kernels.matern import matern72_measurement_covariance
 from ..physics.collocation import collocation_points
@@ -115,6 +116,8 @@ class SparseCholeskySolver:
     :param float lam: the factors' supernodes' level ratio
         (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
     :param float alpha: the supernodes' centre spacing in units of the radius.
+    :param int dense_limit: a factor of at most this many measurements is the exact one
+        (:data:`~pyro_pidkl.gp.sparse_cholesky.DENSE_LIMIT`; ``0``: always sparse).
     :param int threads: torch threads while solving (``None``: as set). One by default: the
         factors are many small batches, which a second thread barely speeds up on a quiet
         machine and slows several times when another process keeps a core busy
@@ -143,7 +146,7 @@ class SparseCholeskySolver:
                  lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-14,
                  tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
                  learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu=3.5,
-                 threads=1):
+                 threads=1, dense_limit=DENSE_LIMIT):
         names = tuple(input_names or equation.inputs or ())
         self.X = self._points(X, "X", len(names) or None)
         d = self.X.shape[1]
@@ -192,6 +195,7 @@ class SparseCholeskySolver:
         self.learn_points = learn_points
         self.preconditioner_tol = preconditioner_tol
         self.lam, self.alpha, self.nu = lam, alpha, nu
+        self.dense_limit = int(dense_limit)
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or threads < 1):
             raise ValueError(f"Expected threads to be None or an integer >= 1; got {threads!r}")
@@ -292,7 +296,7 @@ class SparseCholeskySolver:
         diag_b = self._diagonal(points, point_of, Wb, cov)
         big = SparseInverseCholesky(points, point_of, Wb, cov, nugget=self.nugget * diag_b,
                                     rho=self.rho, order=order, scale=ell, lam=self.lam,
-                                    alpha=self.alpha)
+                                    alpha=self.alpha, dense_limit=self.dense_limit)
         factor_s = time.perf_counter() - t1
         self.supernodes = big.supernodes
         jet = np.zeros((w, M))
@@ -308,7 +312,8 @@ class SparseCholeskySolver:
                 pre = SparseInverseCholesky(points, np.arange(n + M), Wl, cov,
                                             nugget=self.nugget * diag_l,
                                             rho=self.rho_preconditioner, order=order,
-                                            scale=ell, lam=self.lam, alpha=self.alpha)
+                                            scale=ell, lam=self.lam, alpha=self.alpha,
+                                            dense_limit=self.dense_limit)
                 pre_weights = Wl
                 factor_s += time.perf_counter() - t1
             A = scipy.sparse.linalg.LinearOperator(
