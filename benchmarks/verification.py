@@ -63,14 +63,15 @@ def solver_fit(seed, M, options=None, method="pcgp"):
     if method == "sparse":
         solver = pk.SparseCholeskySolver(data.X_train, data.y_train, p.equation(), M,
                                          input_names=p.input_names, domain=pk.Box(**p.domain),
-                                         source=p.source)
+                                         source=p.source, **(options or {}))
         res = solver.solve()
         mean = solver.posterior_mean(torch.as_tensor(data.X_test))
         u = torch.as_tensor(data.y_test)
         return {"rel_l2": float((mean - u).norm() / u.norm()),
                 "fit_s": round(time.perf_counter() - t0, 2), "gn_converged": res.converged,
                 "gn_iterations": res.iterations, "cg_iterations": res.cg_iterations,
-                "lengthscale": solver.ell.tolist(),
+                "lengthscale": solver.ell.tolist(), "factor_s": round(res.factor_seconds, 2),
+                "exact_factor": solver.measurements <= solver.dense_limit,
                 "boundary_points": int(data.X_train.shape[0])}
     model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(),
                                     input_names=p.input_names, collocation=M,
@@ -153,12 +154,12 @@ def run_one(job):
     rec = {"problem": seed, "kind": p.kind, "linear": p.linear,
            "nonlinear_terms": p.nonlinear_terms, "mode": mode, "method": method, "M": M,
            "commit": commit, "threads": torch.get_num_threads()}
-    if options and method == "pcgp":
+    if options and method in ("pcgp", "sparse"):
         rec["model_options"] = options
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            opts = options if method == "pcgp" else None
+            opts = options if method in ("pcgp", "sparse") else None
             out = (solver_fit(seed, M, opts, method) if mode == "solver"
                    else extrapolation_fit(seed, method, opts))
         rec.update({k: _float(v) for k, v in out.items()})
@@ -425,7 +426,8 @@ def main(argv=None):
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--force", action="store_true", help="redo fits already recorded")
     p.add_argument("--model-options", default="",
-                   help="further arguments of the conditioned GP, e.g. "
+                   help="further arguments of the conditioned GP (or of the sparse solver "
+                        "with --methods sparse), e.g. "
                         "'learn_residual_noise=True,residual_noise=1e-4' (use a fresh --out)")
     p.add_argument("--summary", action="store_true", help="print the tables and exit")
     p.add_argument("--by-kind", action="store_true", help="print the table by kind and exit")

@@ -291,6 +291,7 @@ class SparseCholeskySolver:
         cov = self._covariance(ell)
         n, M, w = self.X.shape[0], self.Z.shape[0], len(self.indices)
         points, point_of, Wb, rows = self._base(self.Z)
+        self.measurements = point_of.shape[0]
         order = maximin_order((points / ell).numpy())
         t1 = time.perf_counter()
         diag_b = self._diagonal(points, point_of, Wb, cov)
