@@ -184,11 +184,13 @@ class SparseInverseCholesky:
         measurements of one point sharing it).
     :param float alpha: :func:`supernodes`' centre spacing.
     :param int dense_limit: with at most this many measurements, the factor is the exact
-        (dense) one instead (default ``0``: always sparse).
+        (dense) one instead (``0``: always sparse); ``None`` (default): exact where the
+        supernodes would cost more than one dense factorisation (sets covering nearly
+        everything) and it holds at most :data:`DENSE_LIMIT` measurements.
     """
 
     def __init__(self, points, point_of, weights, covariance, nugget=0.0, rho=3.0,
-                 order=None, scale=1.0, lam=1.5, alpha=1.0, dense_limit=0):
+                 order=None, scale=1.0, lam=1.5, alpha=1.0, dense_limit=None):
         P = torch.as_tensor(points, dtype=torch.float64)
         metric = (P / torch.as_tensor(scale, dtype=torch.float64)).numpy()
         point_of = np.asarray(point_of, dtype=np.int64)
@@ -221,7 +223,8 @@ class SparseInverseCholesky:
         ids = torch.as_tensor(by_point)
         point_of_t = torch.as_tensor(point_of)
         self.L = None
-        if m <= dense_limit:
+        if (m <= dense_limit if dense_limit is not None else
+                m <= DENSE_LIMIT and m ** 3 <= sum(len(r) ** 3 for r, _ in nodes)):
             self._dense(P[point_of_t[ids]], W[ids], covariance, nugget[ids])
             return
         nodes.sort(key=lambda node: len(node[0]))

@@ -116,8 +116,11 @@ class SparseCholeskySolver:
     :param float lam: the factors' supernodes' level ratio
         (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
     :param float alpha: the supernodes' centre spacing in units of the radius.
-    :param int dense_limit: a factor of at most this many measurements is the exact one
-        (:data:`~pyro_pidkl.gp.sparse_cholesky.DENSE_LIMIT`; ``0``: always sparse).
+    :param int dense_limit: the covariance's factor of at most this many measurements is the
+        exact one (:data:`~pyro_pidkl.gp.sparse_cholesky.DENSE_LIMIT`; ``0``: sparse unless
+        its supernodes would cost more); the preconditioner is exact up to
+        :attr:`PRECONDITIONER_DENSE_LIMIT` measurements (and this), else where that is
+        cheaper than its supernodes.
     :param int threads: torch threads while solving (``None``: as set). One by default: the
         factors are many small batches, which a second thread barely speeds up on a quiet
         machine and slows several times when another process keeps a core busy
@@ -314,7 +317,7 @@ class SparseCholeskySolver:
                                             nugget=self.nugget * diag_l,
                                             rho=self.rho_preconditioner, order=order,
                                             scale=ell, lam=self.lam, alpha=self.alpha,
-                                            dense_limit=self.dense_limit)
+                                            dense_limit=self._preconditioner_limit(n + M))
                 pre_weights = Wl
                 factor_s += time.perf_counter() - t1
             A = scipy.sparse.linalg.LinearOperator(
@@ -380,6 +383,15 @@ class SparseCholeskySolver:
         self.result = SparseSolveResult(it, converged, change, cg_counts,
                                         time.perf_counter() - t0, factor_s)
         return self.result
+
+    #: a preconditioner of at most this many measurements (data plus collocation points)
+    #: is exact when the covariance's factor may be (a Cholesky factorisation of about a
+    #: second; CG then takes one or two iterations, where a sparse preconditioner can stall)
+    PRECONDITIONER_DENSE_LIMIT = 4_000
+
+    def _preconditioner_limit(self, m):
+        limit = min(self.dense_limit, self.PRECONDITIONER_DENSE_LIMIT)
+        return limit if m <= limit else None       # else: exact only where cheaper
 
     def _linear(self):
         if not hasattr(self, "_is_linear"):
