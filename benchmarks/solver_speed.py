@@ -352,8 +352,9 @@ def main(argv=None):
         if "data" in cases:
             jobs += [lambda n=int(n): case_data(n, args.threads) for n in args.N.split(",")]
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        hog = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy
-               else None)
+        # the spinner stops when this process is gone, however it ends
+        hog = (subprocess.Popen([sys.executable, "-c", "import os\nparent = os.getppid()\n"
+                                 "while os.getppid() == parent: pass"]) if args.busy else None)
         try:
             with open(args.out, "a") as fh:
                 for job in jobs:
