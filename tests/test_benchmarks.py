@@ -264,3 +264,22 @@ def test_the_systems_benchmark_prints_each_target_with_its_number():
     assert "sir: beta 6.0% 2/3 (1 free) (missed)" in text
     assert "unobserved sir s: median 95% coverage 0.80 (target >= 0.85, missed)" in text
     assert "sir: system 30 s, numpyro 90 s (missed)" in text
+
+
+def test_the_solver_benchmark_states_each_target_against_the_peer(tmp_path):
+    """Met only when no slower and no less accurate than the peer in the same run; the
+    latest run of each size and machine state counts."""
+    import json
+    solver_speed = _load("solver_speed")
+    base = {"solver": "sparse", "case": "elliptic", "points": 10201, "peer_s": 40.0,
+            "peer_rms": 5e-6, "commit": "x"}
+    rows = [dict(base, seconds=80.0, rms=1e-7, time_ratio=2.0),              # superseded
+            dict(base, seconds=17.0, rms=3e-7, time_ratio=0.42),
+            dict(base, seconds=30.0, rms=9e-6, time_ratio=0.75, busy=True),
+            dict(base, points=2601, seconds=1.0, rms=1e-7, time_ratio=0.1)]    # too small
+    path = tmp_path / "speed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = solver_speed.targets(str(path)).splitlines()
+    assert len(lines) == 3
+    assert "10201 points, quiet: 17.0 s against 40.0 s" in lines[1] and "met" in lines[1]
+    assert "other core busy" in lines[2] and lines[2].split(": ")[-1].startswith("missed")

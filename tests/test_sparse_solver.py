@@ -354,3 +354,22 @@ def test_small_problems_take_the_exact_factor_and_large_ones_the_sparse_one():
     large.solve()
     assert max(large.result.cg_iterations) > 2
     assert float((large.collocation_values - dense).abs().max()) < 1e-2
+
+
+def test_a_solve_whose_conjugate_gradients_keep_failing_is_refused_with_the_reason():
+    """CG stopped above its tolerance in three Gauss-Newton steps in a row: a one-line
+    refusal, the steps so far kept (result, last iterate); two failures only warn."""
+    Xb, Z = _box(9)
+    g = -_lap_u(Z) + _u(Z) ** 3
+    eq = pk.Equation(lambda f, x: -f.laplacian("x", "y") + f ** 3, inputs=("x", "y"))
+    solver = pk.SparseCholeskySolver(Xb, _u(Xb), eq, Z, source=g, lengthscale=0.4,
+                                     dense_limit=0, rho_preconditioner=1.5,
+                                     cg_max_iterations=1, tol=1e-12)
+    with pytest.warns(pk.models.ConvergenceWarning, match="conjugate gradients stopped"), \
+            pytest.raises(pk.SolverRefusedError,
+                          match=r"conjugate gradients to converge.*3 Gauss-Newton steps in a "
+                                r"row.*PhysicsConditionedGP") as caught:
+        solver.solve()
+    assert caught.value.result is solver.result and solver.result.iterations == 3
+    assert not solver.result.converged and solver.result.cg_iterations == [1, 1, 1]
+    assert torch.isfinite(solver.collocation_values).all()
