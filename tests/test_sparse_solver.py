@@ -77,8 +77,10 @@ def _elliptic_measurements(n):
     return pts, point_of, W
 
 
-def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_with_rho():
-    pts, point_of, W = _elliptic_measurements(8)
+def _elliptic_covariance(n):
+    """The elliptic measurements on an ``n x n`` grid, their Matern covariance function, the
+    dense covariance with a nugget of 1e-8, and the nugget."""
+    pts, point_of, W = _elliptic_measurements(n)
     ind = [(), (0, 0), (1, 1)]
 
     def cov(PA, WA, PB, WB):
@@ -86,7 +88,17 @@ def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_
     Pm, Wt = pts[point_of], torch.as_tensor(W)
     theta = cov(Pm, Wt, Pm, Wt)
     nugget = 1e-8 * theta.diagonal()
-    theta = (theta + torch.diag(nugget)).numpy()
+    return pts, point_of, W, cov, (theta + torch.diag(nugget)).numpy(), nugget
+
+
+def _kl(F, theta):
+    """KL(N(0, Theta) || N(0, (U U^T)^-1)), what the factor minimises."""
+    QT = F.precision_matvec(theta)
+    return 0.5 * (np.trace(QT) - theta.shape[0] - np.linalg.slogdet(QT)[1])
+
+
+def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_with_rho():
+    pts, point_of, W, cov, theta, nugget = _elliptic_covariance(8)
     m = len(point_of)
     v = np.random.default_rng(0).standard_normal(m)
     exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
@@ -99,14 +111,12 @@ def test_the_sparse_factor_is_exact_with_every_earlier_measurement_and_improves_
                            atol=1e-7 * np.abs(theta @ v).max())
         assert np.allclose(F.precision_matvec(theta @ v), v, rtol=1e-6, atol=1e-6)
         assert F.logdet() == pytest.approx(np.linalg.slogdet(theta)[1], rel=1e-9)
-    # KL(N(0, Theta) || N(0, (U U^T)^-1)), what the factor minimises, falls with the radius
+    # the KL divergence falls with the radius
     kl = []
-    m = len(point_of)
     for rho in (2.0, 3.0, 5.0):
         F = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
                                   dense_limit=0)
-        QT = F.precision_matvec(theta)
-        kl.append(0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1]))
+        kl.append(_kl(F, theta))
         assert F.nnz < exact.nnz
     assert kl[2] < kl[1] / 3 < kl[0] / 9 and kl[2] < 1.0
 
@@ -275,32 +285,20 @@ def test_supernodes_share_factorisations_and_lose_no_accuracy():
     """Aggregated columns are conditioned on a superset of their own sets: exact with every
     earlier measurement, and at a finite radius a KL divergence no larger than one
     supernode per point, with fewer factorisations."""
-    pts, point_of, W = _elliptic_measurements(9)
-    ind = [(), (0, 0), (1, 1)]
-
-    def cov(PA, WA, PB, WB):
-        return matern72_measurement_covariance(PA, WA, PB, WB, ind, 0.3)
-    Pm, Wt = pts[point_of], torch.as_tensor(W)
-    theta = cov(Pm, Wt, Pm, Wt)
-    nugget = 1e-8 * theta.diagonal()
-    theta = (theta + torch.diag(nugget)).numpy()
-    m = len(point_of)
-    v = np.random.default_rng(1).standard_normal(m)
+    pts, point_of, W, cov, theta, nugget = _elliptic_covariance(9)
+    v = np.random.default_rng(1).standard_normal(len(point_of))
     exact = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=1e9,
-                                  lam=1.5)
+                                  lam=1.5, dense_limit=0)
+    assert not exact.dense and exact.supernodes < len(pts)
     assert np.allclose(exact.covariance_matvec(v), theta @ v, rtol=1e-7,
                        atol=1e-7 * np.abs(theta @ v).max())
-
-    def kl(F):
-        QT = F.precision_matvec(theta)
-        return 0.5 * (np.trace(QT) - m - np.linalg.slogdet(QT)[1])
     for rho in (2.0, 3.0):
         single = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
                                        lam=None, dense_limit=0)
         grouped = SparseInverseCholesky(pts, point_of, W, cov, nugget=nugget.numpy(), rho=rho,
                                         lam=1.5, dense_limit=0)
         assert grouped.supernodes < single.supernodes == len(pts)
-        assert kl(grouped) <= kl(single) * (1 + 1e-9)
+        assert _kl(grouped, theta) <= _kl(single, theta) * (1 + 1e-9)
     with pytest.raises(ValueError, match="level ratio lam > 1"):
         SparseInverseCholesky(pts, point_of, W, cov, rho=3.0, lam=1.0)
 
