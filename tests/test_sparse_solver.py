@@ -242,6 +242,8 @@ def test_the_solver_refuses_what_it_cannot_solve_in_one_line():
         pk.SparseCholeskySolver(Xb, yb, eq, 50)
     with pytest.raises(ValueError, match="Expected lengthscale 'learn'"):
         pk.SparseCholeskySolver(Xb, yb, eq, Z, lengthscale="auto")
+    with pytest.raises(ValueError, match="Expected threads to be 'auto', None or an integer"):
+        pk.SparseCholeskySolver(Xb, yb, eq, Z, threads=0)
 
 
 def _matern_general(x, y, ell, nu):

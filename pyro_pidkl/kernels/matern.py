@@ -1,5 +1,5 @@
-r"""The Matern 7/2 kernel and the covariances of its derivatives in closed form, up to
-second order on each side.
+r"""The Matern 7/2 kernel (and the smoother half-integer ones, ``nu=``) and the covariances
+of its derivatives in closed form, up to second order on each side.
 
 With :math:`\tau = (x - y) / \ell` (per input), :math:`s = |\tau|^2` and
 :math:`\rho = \sqrt{7 s}`,
@@ -63,11 +63,10 @@ def _profile(nu):
         q[p - i] = (Fraction(math.factorial(p), math.factorial(2 * p))
                     * Fraction(math.factorial(p + i), math.factorial(i) * math.factorial(p - i))
                     * 2 ** (p - i))
-    out, scale = [(q, Fraction(0))], Fraction(1)
+    out = [(q, Fraction(0))]
     for j in range(1, MAX_TOTAL_ORDER + 1):
         r = [(k + 1) * q[k + 1] for k in range(len(q) - 1)] + [Fraction(0)]
         r = [a - b for a, b in zip(r, q)]
-        scale *= Fraction(nu)
         if out[-1][1]:
             raise ValueError(f"Expected at most {j - 1} derivatives of the Matern {nu} "
                              "kernel's profile")

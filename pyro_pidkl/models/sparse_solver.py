@@ -46,7 +46,7 @@ from ..checks import as_inputs
 from ..errors import ConvergenceWarning, SolverRefusedError
 from ..gp.sparse_cholesky import (DENSE_LIMIT, ENTRIES_PER_BATCH, SparseInverseCholesky,
                                    maximin_order)
-from ..infer.threads import torch_threads
+from ..infer.threads import fit_threads, torch_threads
 from ..kernels.matern import matern72_measurement_covariance
 from ..physics.collocation import collocation_points
 from ..physics.derivatives import Inputs
@@ -121,7 +121,8 @@ class SparseCholeskySolver:
         its supernodes would cost more); the preconditioner is exact up to
         :attr:`PRECONDITIONER_DENSE_LIMIT` measurements (and this), else where that is
         cheaper than its supernodes.
-    :param int threads: torch threads while solving (``None``: as set). One by default: the
+    :param int threads: torch threads while solving (``None``: as set; ``"auto"``: as
+        :func:`~pyro_pidkl.infer.threads.fit_threads` decides for a fit). One by default: the
         factors are many small batches, which a second thread barely speeds up on a quiet
         machine and slows several times when another process keeps a core busy
         (``docs/speed.md``).
@@ -199,10 +200,7 @@ class SparseCholeskySolver:
         self.preconditioner_tol = preconditioner_tol
         self.lam, self.alpha, self.nu = lam, alpha, nu
         self.dense_limit = int(dense_limit)
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or threads < 1):
-            raise ValueError(f"Expected threads to be None or an integer >= 1; got {threads!r}")
-        self.threads = threads
+        self.threads = fit_threads(self, threads)
         if isinstance(lengthscale, str) and lengthscale != "learn":
             raise ValueError(f"Expected lengthscale 'learn', a float or ({d},); got "
                              f"{lengthscale!r}")
