@@ -40,7 +40,7 @@ import torch
 
 from ..errors import NonFiniteError, NotPositiveDefiniteError
 
-__all__ = ["JointGaussian", "equilibrated_cholesky"]
+__all__ = ["GaussianPieces", "JointGaussian", "equilibrated_cholesky"]
 
 
 def equilibrated_cholesky(A, jitter=1e-12, max_jitter=1e-4, what="joint covariance",
@@ -133,7 +133,56 @@ class _Whitened(torch.autograd.Function):
         return grad_S, grad_v, None, None
 
 
-class JointGaussian:
+class GaussianPieces:
+    r"""The log densities of a joint Gaussian of ``[v; y]`` from its pieces: a subclass's
+    ``_pieces()`` returns ``(q_v, l_v, M, q_c, l_c, N)``, the quadratic forms and
+    log-determinants of the virtual block and of the data given it; :attr:`penalty` is
+    subtracted from the densities of the data (an approximation's bound term)."""
+
+    #: subtracted from :meth:`log_prob` and :meth:`log_prob_data_given_virtual`
+    penalty = 0.0
+
+    @staticmethod
+    def _gaussian(q, logdet, n):
+        return -0.5 * q - 0.5 * logdet - 0.5 * n * math.log(2 * math.pi)
+
+    @staticmethod
+    def _profiled(q, logdet, n):
+        r""":math:`\max_s \log \mathcal{N}(\cdot \mid 0, s A)`: :math:`-\tfrac n2 \log(q/n)
+        - \tfrac12 \log|A| - \tfrac n2 (1 + \log 2\pi)`."""
+        return -0.5 * n * torch.log(q / n) - 0.5 * logdet - 0.5 * n * (1 + math.log(2 * math.pi))
+
+    def log_prob(self, profile=False):
+        r""":math:`\log p(v, y)`; with ``profile``, maximised over a common scale of ``A``
+        (:meth:`scale`)."""
+        qv, lv, M, qc, lc, N = self._pieces()
+        f = self._profiled if profile else self._gaussian
+        return f(qv + qc, lv + lc, M + N) - self.penalty
+
+    def log_prob_virtual(self, profile=False):
+        r""":math:`\log p(v)`, the density of the virtual observations alone (from the
+        top-left block of the joint factor)."""
+        qv, lv, M, *_ = self._pieces()
+        if M == 0:
+            return qv
+        return (self._profiled if profile else self._gaussian)(qv, lv, M)
+
+    def log_prob_data_given_virtual(self, profile=False):
+        r""":math:`\log p(y \mid v) = \log p(v, y) - \log p(v)` (from the bottom rows of
+        the joint factor); with ``profile``, maximised over a common scale of ``A``."""
+        *_, qc, lc, N = self._pieces()
+        return (self._profiled if profile else self._gaussian)(qc, lc, N) - self.penalty
+
+    def scale(self, conditional=False):
+        r"""The maximum-likelihood common scale :math:`\hat s` of ``A`` (``A`` stands for
+        :math:`\hat s A`): :math:`q / n` of the joint, or of :math:`y` given :math:`v` with
+        ``conditional`` (not differentiated)."""
+        with torch.no_grad():
+            qv, _, M, qc, _, N = self._pieces()
+            return float(qc / N) if conditional else float((qv + qc) / (M + N))
+
+
+class JointGaussian(GaussianPieces):
     r"""The joint Gaussian of ``[v; y]`` with covariance ``A`` and observed values ``obs``.
 
     :param torch.Tensor A: ``(M + N, M + N)`` covariance, virtual rows first
@@ -199,45 +248,6 @@ class JointGaussian:
                 raise NonFiniteError("The joint (data and equation) log density is NaN/inf")
             self._cached_pieces = (qv, lv, M, qc, lc, self.N)
         return self._cached_pieces
-
-    @staticmethod
-    def _gaussian(q, logdet, n):
-        return -0.5 * q - 0.5 * logdet - 0.5 * n * math.log(2 * math.pi)
-
-    @staticmethod
-    def _profiled(q, logdet, n):
-        r""":math:`\max_s \log \mathcal{N}(\cdot \mid 0, s A)`: :math:`-\tfrac n2 \log(q/n)
-        - \tfrac12 \log|A| - \tfrac n2 (1 + \log 2\pi)`."""
-        return -0.5 * n * torch.log(q / n) - 0.5 * logdet - 0.5 * n * (1 + math.log(2 * math.pi))
-
-    def log_prob(self, profile=False):
-        r""":math:`\log p(v, y)`; with ``profile``, maximised over a common scale of ``A``
-        (:meth:`scale`)."""
-        qv, lv, M, qc, lc, N = self._pieces()
-        f = self._profiled if profile else self._gaussian
-        return f(qv + qc, lv + lc, M + N)
-
-    def log_prob_virtual(self, profile=False):
-        r""":math:`\log p(v)`, the density of the virtual observations alone (from the
-        top-left block of the joint factor)."""
-        qv, lv, M, *_ = self._pieces()
-        if M == 0:
-            return qv
-        return (self._profiled if profile else self._gaussian)(qv, lv, M)
-
-    def log_prob_data_given_virtual(self, profile=False):
-        r""":math:`\log p(y \mid v) = \log p(v, y) - \log p(v)` (from the bottom rows of
-        the joint factor); with ``profile``, maximised over a common scale of ``A``."""
-        *_, qc, lc, N = self._pieces()
-        return (self._profiled if profile else self._gaussian)(qc, lc, N)
-
-    def scale(self, conditional=False):
-        r"""The maximum-likelihood common scale :math:`\hat s` of ``A`` (``A`` stands for
-        :math:`\hat s A`): :math:`q / n` of the joint, or of :math:`y` given :math:`v` with
-        ``conditional`` (not differentiated)."""
-        with torch.no_grad():
-            qv, _, M, qc, _, N = self._pieces()
-            return float(qc / N) if conditional else float((qv + qc) / (M + N))
 
     # -- the posterior -------------------------------------------------------------------
     def weights(self):

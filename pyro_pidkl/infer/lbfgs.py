@@ -145,6 +145,9 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
         gn = relinearise()
         with torch.no_grad():
             value = float(_objective(model, elbo)[0])
+        if gn.refined:       # a refined approximation: a new objective, whose values the
+            best, stalled, previous = None, 0, math.inf        # earlier ones don't compare
+            continue                                            # with: run again
         if linear:
             return value
         # each run optimises the objective at a fixed linearisation, which the next

@@ -87,6 +87,17 @@ __all__ = ["PhysicsConditionedGP"]
 #: (a maximin subset): at N = 1000 the whole set cost 2 s of a 11 s fit
 DATA_FIT_POINTS = 400
 
+#: the first number of inducing points of ``inducing="auto"``
+INDUCING_START = 256
+
+#: ``inducing="auto"`` doubles the inducing points while the bound's trace term (nats) at
+#: the current parameters is above this
+INDUCING_GAP = 1.0
+
+#: ``inducing="auto"`` stops doubling here (and warns if the trace term is still above
+#: :data:`INDUCING_GAP`)
+INDUCING_MAX = 4096
+
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
 SCREEN_DATA_POINTS = 400
@@ -161,6 +172,15 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         :func:`~pyro_pidkl.infer.fit` learns the parameters conditioning on a maximin subset
         of this many (:meth:`collocation_subset`), then solves with all of them (Gauss-Newton
         at the learned parameters); ``None``: always all.
+    :param str data_likelihood: how :math:`\log p(y \mid v)` is computed: ``"exact"`` (the
+        dense joint, :math:`O((M + N)^3)`), ``"inducing"`` (Titsias's collapsed variational
+        bound on inducing values at ``inducing`` of the data inputs,
+        :class:`~pyro_pidkl.gp.inducing.InducingJoint`: :math:`O(N m^2)`; predictions are
+        the bound's posterior) or ``"auto"`` (the default: the bound above
+        :data:`~pyro_pidkl.models.conditioned_joint.INDUCING_DATA` data).
+    :param inducing: the number of inducing points, or ``"auto"`` (the default: from
+        :data:`INDUCING_START`, doubled by :meth:`relinearise` while the bound's trace term
+        exceeds :data:`INDUCING_GAP` nats at the current parameters).
     :param dict priors: priors on the GP's own parameters, ``{name: distribution}`` in the
         model's units (:meth:`hyperparameters` names them: ``"kernel.lengthscale"`` on the
         inputs scaled to the domain, ``"noise"`` relative to the signal's variance); they
@@ -195,7 +215,8 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
                  source_prior=None, source_inputs="auto", objective="auto",
                  newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
                  noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
-                 fit_collocation=600, conditions=(), priors=None, **kwargs):
+                 fit_collocation=600, conditions=(), priors=None, data_likelihood="auto",
+                 inducing="auto", **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -260,6 +281,13 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         self.parameter_uncertainty = bool(parameter_uncertainty)
         self.fit_collocation = (None if fit_collocation is None else
                                 positive_int(fit_collocation, "fit_collocation"))
+        if data_likelihood not in ("auto", "exact", "inducing"):
+            raise ValueError(f"Expected data_likelihood to be 'auto', 'exact' or 'inducing'; "
+                             f"got {data_likelihood!r}")
+        self.data_likelihood = data_likelihood
+        self.inducing_auto = inducing == "auto"
+        count = INDUCING_START if self.inducing_auto else positive_int(inducing, "inducing")
+        self.register_buffer("inducing_count", torch.tensor(count))
         # which derivatives psi reads, and whether it is linear (at random jets, not at 0)
         indices, self.linear = set(), True
         for start, stop, eq, _ in self._blocks():
@@ -406,6 +434,31 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         if found is not None and found.exact:
             self._hold_noise(False, self.noise_floor, self.noise_floor)
         return found
+
+    def _refine_approximation(self):
+        """With ``inducing="auto"`` and Titsias's bound in use, double the inducing points
+        while the bound's trace term at the current parameters and linearisation exceeds
+        :data:`INDUCING_GAP` nats (at most :data:`INDUCING_MAX`, with a warning if it is
+        still above). Called by :meth:`relinearise`; returns whether the count grew (the
+        objective changed)."""
+        if not self.inducing_auto:
+            return False
+        grew = False
+        with torch.no_grad():
+            while self._inducing_inputs() is not None:
+                N, count = self.X_s.shape[0], int(self.inducing_count)
+                gap = float(self.joint(*self.linearise(self.f0)).gap)
+                if gap <= INDUCING_GAP or count >= min(N, INDUCING_MAX):
+                    if gap > INDUCING_GAP:
+                        warn(f"The inducing-point bound on the data's likelihood of "
+                             f"{self._what()} is {gap:.3g} nats below the exact one at "
+                             f"{count} inducing points (the most inducing='auto' takes): "
+                             f"pass inducing= a larger count, or data_likelihood='exact'")
+                    break
+                self.inducing_count.fill_(min(2 * count, N, INDUCING_MAX))
+                self._cache = None
+                grew = True
+        return grew
 
     def _hold_noise(self, learn, noise, floor):
         """With ``learn_noise=None``, fewer than ten data cannot tell noise from signal (one

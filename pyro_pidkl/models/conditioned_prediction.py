@@ -55,7 +55,7 @@ class ConditionedPrediction:
             parts = []
             for Uc in torch.split(U, 2048):        # memory bounded by 2048 rows at a time
                 UZ = OperatorCovariance(self.kernel, Uc, self.Z_s)
-                UX = OperatorCovariance(self.kernel, Uc, self.X_s)
+                UX = OperatorCovariance(self.kernel, Uc, joint.inputs)
                 parts.append(UZ.matvec({(): 1.0}, joint.w, a_points)
                              + UX.matvec({(): 1.0}, {(): 1.0}, alpha[M:]))
             return self.standardizer.f_to_user(torch.cat(parts) + joint.c)

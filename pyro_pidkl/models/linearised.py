@@ -34,8 +34,11 @@ class GaussNewtonResult:
     """What a Gauss-Newton run did: ``iterations``, ``converged``, ``change`` (the last
     relative change of the linearisation point)."""
 
-    def __init__(self, iterations, converged, change):
+    def __init__(self, iterations, converged, change, refined=False):
         self.iterations, self.converged, self.change = iterations, converged, change
+        #: the model's approximation of its objective was refined first (more inducing
+        #: points): the objective changed, a fit should run again
+        self.refined = refined
 
     def __repr__(self):
         return (f"GaussNewtonResult(iterations={self.iterations}, converged={self.converged}, "
@@ -230,14 +233,18 @@ class LinearisedConditioning:
     @own_parameters
     def relinearise(self, max_iter=None):
         r"""Move the stored linearisation point :math:`f_0` to the posterior mean by
-        Gauss-Newton at the current parameters (the only method that changes it). Called by
+        Gauss-Newton at the current parameters (the only method that changes it; a model
+        with an approximate objective refines it here first, e.g. more inducing points). Called by
         :func:`~pyro_pidkl.infer.fit` between optimiser runs; call it in a hand-written SVI
         loop every few steps.
 
         :param int max_iter: at most this many iterations (default ``newton_max_iter``).
         :returns: a :class:`GaussNewtonResult`.
         """
+        refine = getattr(self, "_refine_approximation", None)
+        refined = bool(refine()) if refine is not None else False
         out = self._gauss_newton(self.f0, max_iter)
+        out[2].refined = refined
         if math.isfinite(out[2].change):
             with torch.no_grad():
                 self.f0.copy_(out[1])
