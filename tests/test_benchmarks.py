@@ -283,3 +283,24 @@ def test_the_solver_benchmark_states_each_target_against_the_peer(tmp_path):
     assert len(lines) == 3
     assert "10201 points, quiet: 17.0 s against 40.0 s" in lines[1] and "met" in lines[1]
     assert "other core busy" in lines[2] and lines[2].split(": ")[-1].startswith("missed")
+
+
+def test_the_solver_benchmark_states_the_data_fit_targets(tmp_path):
+    """N = 10^4: the median time against 60 s, and alpha's median error against the dense
+    fit's at N = 3000, from the latest commit's runs only."""
+    import json
+    solver_speed = _load("solver_speed")
+
+    def rec(N, likelihood, seed, seconds, err, commit="new"):
+        return {"case": "data", "N": N, "data_likelihood": likelihood, "seed": seed,
+                "seconds": seconds, "alpha_rel_error": err, "threads": 2, "commit": commit}
+    rows = [rec(10_000, "inducing", 0, 500.0, 0.5, commit="old"),             # superseded
+            rec(10_000, "inducing", 0, 40.0, 0.002), rec(10_000, "inducing", 1, 70.0, 0.004),
+            rec(10_000, "inducing", 2, 50.0, 0.001), rec(3000, "exact", 0, 80.0, 0.003),
+            rec(3000, "exact", 1, 80.0, 0.001), rec(3000, "exact", 2, 80.0, 0.0015)]
+    path = tmp_path / "speed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = solver_speed.targets(str(path)).splitlines()
+    assert lines[1] == "Targets (data fit, commit new, medians over seeds):"
+    assert "50.0 s (range 40.0-70.0, 3 seeds, 2 threads): met" in lines[2]
+    assert "0.20% against 0.15%: missed" in lines[3]

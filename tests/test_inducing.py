@@ -125,6 +125,23 @@ def test_model_with_every_datum_inducing_matches_the_dense_model():
     assert torch.allclose(vb, vd, rtol=1e-4, atol=1e-9)
 
 
+def test_a_nonlinear_equations_start_from_the_data_alone_matches_the_dense_one():
+    """Gauss-Newton's start, the data-only GP's mean jet at Z, from the bound's posterior
+    (every datum inducing: the exact one)."""
+    problem, data = heat_data(80)
+    eq = pk.Equation(lambda f, x: f.d("t") - 0.05 * f.d("x", "x") + 0.1 * f ** 3,
+                     inputs=("x", "t"))
+    jets = []
+    for kind in ("exact", "inducing"):
+        model = pk.PhysicsConditionedGP(data.X_train, data.y_train, eq, problem.input_names,
+                                        collocation=40, data_likelihood=kind, inducing=80)
+        assert not model.linear
+        with torch.no_grad():
+            model.kernel.lengthscale = torch.tensor([0.5, 0.7], dtype=D)
+            jets.append(model._data_jet())
+    assert torch.allclose(jets[1], jets[0], rtol=1e-6, atol=1e-6)
+
+
 def test_auto_takes_the_bound_above_the_threshold_only():
     small, _ = heat_model(50)
     assert small._inducing_inputs() is None

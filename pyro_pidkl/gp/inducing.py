@@ -42,7 +42,7 @@ import math
 
 import torch
 
-from ..errors import NonFiniteError
+from ..errors import NonFiniteError, NotPositiveDefiniteError
 from .joint import GaussianPieces, equilibrated_cholesky
 
 __all__ = ["InducingJoint"]
@@ -113,7 +113,12 @@ class InducingJoint(GaussianPieces):
         Phi = torch.linalg.solve_triangular(self.L_u, C_uy / self.d_u[:, None], upper=False)
         B = Phi @ Phi.T / noise
         B.diagonal().add_(1.0)
-        self.L_B = torch.linalg.cholesky(B)
+        self.L_B, info = torch.linalg.cholesky_ex(B)
+        if bool(info):
+            raise NotPositiveDefiniteError(
+                f"The inducing-point bound's {m} x {m} matrix I + Phi Phi^T / noise does not "
+                f"factor (noise {float(noise):.3g}): a noise this small needs the exact "
+                f"likelihood (data_likelihood='exact')")
         g = torch.linalg.solve_triangular(self.L_B, (Phi @ residual)[:, None], upper=False)
         self._g = g[:, 0]
         self._q = (residual.pow(2).sum() - self._g.pow(2).sum() / noise) / noise

@@ -39,7 +39,11 @@ unknown coefficient (a PDE solved from boundary data, say), the joint
 :math:`\log p(v, y) = \log p(y \mid v) + \log p(v)`, whose second term lets the
 collocation points inform the kernel too (``objective="auto"``). With unknown coefficients
 :math:`\log p(v)` would reward coefficients that shrink the operator (on a wave equation it
-drove the speed to ~0).
+drove the speed to ~0). On many data (above 2,000, ``data_likelihood="auto"``)
+:math:`\log p(y \mid v)` is replaced by Titsias's collapsed variational bound on inducing
+values at some of the data inputs (:class:`~pyro_pidkl.gp.inducing.InducingJoint`), whose
+cost is linear in the data; :meth:`relinearise` adds inducing points while the bound's
+trace term exceeds one nat.
 
 A prediction is a pure function of the fitted model: it converges Gauss-Newton from the
 stored linearisation point in local variables and never writes it;

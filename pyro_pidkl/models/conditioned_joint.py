@@ -27,6 +27,11 @@ periodic condition's rows the differences of its point pairs (:math:`C x`,
 are what Gauss-Newton iterates
 (:class:`~pyro_pidkl.models.linearised.LinearisedConditioning`).
 
+On more than :data:`INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
+given :math:`v` is Titsias's collapsed bound on inducing values at the first ``m`` data of
+their maximin order (:class:`~pyro_pidkl.gp.inducing.InducingJoint`, :math:`O(N m^2)`
+instead of :math:`O((M + N)^3)`), and the posterior that bound's.
+
 :class:`EquationJoint` is a mixin of :class:`~pyro_pidkl.models.PhysicsConditionedGP`,
 which provides the data (``X_s``, ``y_s``, ``standardizer``, ``prior_mean()``), the kernel,
 ``Z``, ``Z_s``, ``indices``, the noises and the source's settings.
@@ -186,8 +191,11 @@ class EquationJoint:
 
     def joint(self, w, b, closed_form=True, operators=None):
         r"""The joint Gaussian of :math:`[v; y]` for the linearisation ``(w, b)``: a
-        :class:`~pyro_pidkl.gp.joint.JointGaussian` with the pieces predictions need
-        attached (``w`` the operator's weights, ``c`` the prior mean, ``operators``)."""
+        :class:`~pyro_pidkl.gp.joint.JointGaussian`, or on many data an
+        :class:`~pyro_pidkl.gp.inducing.InducingJoint` (:meth:`_inducing_inputs`), with the
+        pieces predictions need attached (``w`` the operator's weights, ``c`` the prior
+        mean, ``operators`` with Z and with ``inputs``, the standardised inputs of the
+        posterior's columns after the virtual ones: the data, or the inducing points)."""
         N, M = self.X_s.shape[0], self.Z_s.shape[0] - self.periodic_pairs
         ZZ, ZX = operators or self.operators(twice_differentiable=not closed_form)
         # L_z L_z' k(Z, Z) and L_z k(Z, X): the linearised operator's covariances (a
@@ -263,8 +271,10 @@ class EquationJoint:
         return self.X_s[cached[1][:min(int(self.inducing_count), N)]]
 
     def _cross(self, joint, U, index=(), operators=None):
-        r"""Covariances ``(P, M + N)`` of :math:`\partial^{index} f_s(U)` with ``[v; y]``
-        (``operators``: those between ``U`` and Z and X, when kept)."""
+        r"""Covariances ``(P, M + N)`` of :math:`\partial^{index} f_s(U)` with ``[v; y]``, or
+        ``(P, M + m)`` with ``[v; u]`` when ``joint`` is Titsias's bound on inducing values
+        at ``joint.inputs`` (``operators``: those between ``U`` and Z and ``joint.inputs``,
+        when kept)."""
         UZ, UX = operators or (OperatorCovariance(self.kernel, U, self.Z_s),
                                OperatorCovariance(self.kernel, U, joint.inputs))
         UZw = UZ({index: 1.0}, joint.w)
@@ -296,12 +306,22 @@ class EquationJoint:
         ``u_t = u_xx + u^3``), and a linearisation there can keep the iterates on that
         trivial solution whatever the data say."""
         N = self.X_s.shape[0]
-        K = self.kernel(self.X_s) + (self.noise * self._signal_variance()) * torch.eye(
-            N, dtype=self.X_s.dtype, device=self.X_s.device)
+        noise = self.noise * self._signal_variance()
         c = self.prior_mean()
-        alpha = torch.cholesky_solve((self.y_s - c)[:, None],
-                                     jittered_cholesky(K, 1e-10, 1e-2))[:, 0]
-        ZX = OperatorCovariance(self.kernel, self.Z_s, self.X_s)
+        U = self._inducing_inputs()
+        if U is None:
+            K = self.kernel(self.X_s) + noise * torch.eye(N, dtype=self.X_s.dtype,
+                                                          device=self.X_s.device)
+            alpha = torch.cholesky_solve((self.y_s - c)[:, None],
+                                         jittered_cholesky(K, 1e-10, 1e-2))[:, 0]
+            ZX = OperatorCovariance(self.kernel, self.Z_s, self.X_s)
+        else:                      # many data: the same bound's posterior, no equation
+            empty = self.X_s.new_zeros(0, U.shape[0])
+            alpha = InducingJoint(empty[:, :0], self.X_s.new_zeros(0, N), empty,
+                                  self.kernel(U), self.kernel(U, self.X_s),
+                                  self.kernel(self.X_s, diag=True), noise,
+                                  self.y_s - c).weights()
+            ZX = OperatorCovariance(self.kernel, self.Z_s, U)
         scale = self.standardizer.derivative_scale(self.indices)
         rows = []
         for k, idx in enumerate(self.indices):
