@@ -173,7 +173,8 @@ def run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth):
         return time.perf_counter() - t0, {
             "solver": "sparse", "refused": str(e), "rms": float("nan"),
             "rel_l2": float("nan"), "gn_iterations": res.iterations,
-            "cg_iterations": res.cg_iterations, "lengthscale": solver.ell.tolist()}
+            "cg_iterations": res.cg_iterations, "lengthscale": solver.ell.tolist(),
+            "nu": solver.nu}
     mean = solver.posterior_mean(torch.as_tensor(X_eval))
     seconds = time.perf_counter() - t0
     err = mean - torch.as_tensor(truth)
@@ -182,7 +183,8 @@ def run_sparse(X_boundary, y_boundary, Z, source, eq, names, X_eval, truth):
                      "gn_iterations": res.iterations, "gn_converged": res.converged,
                      "cg_iterations": res.cg_iterations, "solve_s": round(res.seconds, 3),
                      "factor_s": round(res.factor_seconds, 3),
-                     "lengthscale": solver.ell.tolist(), "solver_threads": solver.threads,
+                     "lengthscale": solver.ell.tolist(), "nu": solver.nu,
+                     "solver_threads": solver.threads,
                      "supernodes": solver.supernodes,
                      # the process's peak so far (cases run smallest first)
                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}

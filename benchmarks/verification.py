@@ -70,7 +70,8 @@ def solver_fit(seed, M, options=None, method="pcgp"):
         return {"rel_l2": float((mean - u).norm() / u.norm()),
                 "fit_s": round(time.perf_counter() - t0, 2), "gn_converged": res.converged,
                 "gn_iterations": res.iterations, "cg_iterations": res.cg_iterations,
-                "lengthscale": solver.ell.tolist(), "factor_s": round(res.factor_seconds, 2),
+                "lengthscale": solver.ell.tolist(), "nu": solver.nu,
+                "factor_s": round(res.factor_seconds, 2),
                 "exact_factor": solver.measurements <= solver.dense_limit,
                 "boundary_points": int(data.X_train.shape[0])}
     model = pk.PhysicsConditionedGP(data.X_train, data.y_train, p.equation(),

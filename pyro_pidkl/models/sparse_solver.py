@@ -116,6 +116,14 @@ class SparseCholeskySolver:
     :param float lam: the factors' supernodes' level ratio
         (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
     :param float alpha: the supernodes' centre spacing in units of the radius.
+    :param nu: the Matern kernel's smoothness, a half-integer from 7/2, or ``"auto"`` (the
+        default): with a learned lengthscale and at most ``dense_limit`` measurements (the
+        covariance then usually factored exactly), the one of :attr:`NU_CANDIDATES` whose
+        learned lengthscale gives the largest marginal likelihood; otherwise 7/2. A smoother
+        kernel's sparse factor preconditions CG poorly (at 10,201 points, 11/2 took 183-792
+        CG iterations a step against 5-38 for 7/2, six times the time, at the same error),
+        while in three inputs the smoother prior is the more accurate (the ``cube`` case of
+        ``benchmarks/solver_speed.py``).
     :param int dense_limit: the covariance's factor of at most this many measurements is the
         exact one (:data:`~pyro_pidkl.gp.sparse_cholesky.DENSE_LIMIT`; ``0``: sparse unless
         its supernodes would cost more); the preconditioner is exact up to
@@ -146,10 +154,13 @@ class SparseCholeskySolver:
     #: conjugate gradients failing in this many Gauss-Newton steps in a row refuse the solve
     CG_STALLS = 3
 
+    #: the smoothnesses ``nu="auto"`` chooses from, by the marginal likelihood
+    NU_CANDIDATES = (3.5, 4.5, 5.5)
+
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
                  lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-14,
                  tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
-                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu=3.5,
+                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu="auto",
                  threads=1, dense_limit=DENSE_LIMIT):
         names = tuple(input_names or equation.inputs or ())
         self.X = self._points(X, "X", len(names) or None)
@@ -198,7 +209,15 @@ class SparseCholeskySolver:
         self.cg_tol, self.cg_max_iterations = cg_tol, cg_max_iterations
         self.learn_points = learn_points
         self.preconditioner_tol = preconditioner_tol
-        self.lam, self.alpha, self.nu = lam, alpha, nu
+        self.lam, self.alpha = lam, alpha
+        if nu != "auto" and not (isinstance(nu, (int, float)) and not isinstance(nu, bool)
+                                 and float(nu) >= 3.5 and float(nu - 0.5).is_integer()):
+            raise ValueError(f"Expected nu 'auto' or a half-integer >= 3.5 (7/2, 9/2, ...); "
+                             f"got {nu!r}")
+        self.nu_setting = nu
+        #: the Matern smoothness used (``nu="auto"``: chosen when the lengthscale is learned)
+        self.nu = 3.5 if nu == "auto" else float(nu)
+        self.nu_likelihoods = None
         self.dense_limit = int(dense_limit)
         self.threads = fit_threads(self, threads)
         if isinstance(lengthscale, str) and lengthscale != "learn":
@@ -233,9 +252,10 @@ class SparseCholeskySolver:
         return g
 
     # -- the measurements --------------------------------------------------------------
-    def _covariance(self, ell):
+    def _covariance(self, ell, nu=None):
+        nu = self.nu if nu is None else nu
         return lambda PA, WA, PB, WB: matern72_measurement_covariance(
-            PA, WA, PB, WB, self.indices, ell, nu=self.nu)
+            PA, WA, PB, WB, self.indices, ell, nu=nu)
 
     def _base(self, Z):
         """Base measurements: the value at every point of ``[X; Z]``, then each derivative
@@ -273,8 +293,18 @@ class SparseCholeskySolver:
         r"""The lengthscale (``(d,)``, user units) that maximises the log marginal
         likelihood of the data and the linearised equation on a maximin subset of
         ``learn_points`` collocation points, dense
-        (:func:`~pyro_pidkl.models.sparse_lengthscale.learn_lengthscale`)."""
-        return learn_lengthscale(self)
+        (:func:`~pyro_pidkl.models.sparse_lengthscale.learn_lengthscale`); with
+        ``nu="auto"`` and at most ``dense_limit`` measurements, for each smoothness in
+        :attr:`NU_CANDIDATES`, and the best pair is kept (``nu`` set,
+        ``nu_likelihoods`` the negative log likelihood of each)."""
+        candidates = (self.NU_CANDIDATES if self.nu_setting == "auto"
+                      and self._measurement_count() <= self.dense_limit else (self.nu,))
+        ell, self.nu, self.nu_likelihoods = learn_lengthscale(self, candidates)
+        return ell
+
+    def _measurement_count(self):
+        """The covariance's measurements: every point's value and each derivative at Z."""
+        return self.X.shape[0] + self.Z.shape[0] * len(self.indices)
 
     # -- the solve ---------------------------------------------------------------------
     def solve(self):
