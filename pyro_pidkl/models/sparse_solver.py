@@ -1,5 +1,5 @@
 r"""A PDE solved by a GP conditioned on the equation, past the size a dense covariance
-holds: a Matern 7/2 prior, sparse Cholesky factors of precisions, and conjugate gradients.
+holds: a Matern prior, sparse Cholesky factors of precisions, and conjugate gradients.
 
 The model is the physics-conditioned GP's in solver mode (no unknown coefficient): the
 solution :math:`u \sim \mathcal{GP}(0, k)`, observed exactly (up to a nugget) at the data
@@ -26,10 +26,13 @@ Comp. 2025, for any equation the library linearises):
 * :math:`\Theta_{\mathrm{lin}}` is solved by conjugate gradients, preconditioned by its own
   sparse factor (radius ``rho_preconditioner``), rebuilt each Gauss-Newton step.
 
-The Matern 7/2 kernel is what makes the factors sparse and accurate (its conditional
-covariances screen; the SE kernel's do not). Its lengthscale is learned as the dense
-solver's is: by maximising the linearised measurements' marginal likelihood on a maximin
-subset of the points (``lengthscale="learn"``), or given.
+The Matern kernel is what makes the factors sparse and accurate (its conditional
+covariances screen; the SE kernel's do not), the rougher the better for the factors (7/2,
+the smoothest with the second derivatives the equations read). Its lengthscale is learned
+as the dense solver's is: by maximising the linearised measurements' marginal likelihood
+on a maximin subset of the points (``lengthscale="learn"``), or given; with ``nu="auto"``
+the smoothness too (7/2, 9/2 or 11/2) where the covariance is small enough to be factored
+exactly, since there a smoother prior can be the more accurate (in three inputs).
 """
 
 import math
@@ -111,8 +114,9 @@ class SparseCholeskySolver:
         1e-2 times the last Gauss-Newton step, at most 1e-3).
     :param int cg_max_iterations: CG iterations per solve at most (a warning beyond).
     :param int learn_points: collocation points of the subset the lengthscale is learned on.
-    :param float preconditioner_tol: the preconditioner is rebuilt when a column of the
-        linearised operator's weights moves by more than this, relative to its size.
+    :param float preconditioner_tol: a sparse preconditioner is rebuilt when a column of the
+        linearised operator's weights moves by more than this, relative to its size (an
+        exact one every Gauss-Newton step).
     :param float lam: the factors' supernodes' level ratio
         (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
     :param float alpha: the supernodes' centre spacing in units of the radius.
@@ -338,7 +342,9 @@ class SparseCholeskySolver:
         for it in range(1, self.max_iterations + 1):
             Wl, rhs, _ = state
             C = self._operator(Wl.numpy(), rows, n, M, point_of.shape[0])
-            if pre is None or _moved(Wl, pre_weights) > self.preconditioner_tol:
+            # an exact preconditioner is rebuilt each step (cheap at its size, and a stale
+            # one of a smooth kernel's ill-conditioned covariance took CG to 1,000 steps)
+            if pre is None or pre.dense or _moved(Wl, pre_weights) > self.preconditioner_tol:
                 t1 = time.perf_counter()
                 diag_l = self._diagonal(points, np.arange(n + M), Wl, cov)
                 pre = SparseInverseCholesky(points, np.arange(n + M), Wl, cov,
