@@ -44,10 +44,10 @@ import torch
 from pyro.nn import PyroModule
 
 from ..errors import NonFiniteError, NotPositiveDefiniteError
+from ..gp.inducing import InducingJoint
 from ..gp.joint import JointGaussian
 from ..gp.posterior import jittered_cholesky
 from ..gp.sparse_cholesky import maximin_order
-from ..gp.inducing import InducingJoint
 from ..kernels.operators import OperatorCovariance
 from ..physics.collocation import maximin_subset
 from ..physics.condition import Condition
