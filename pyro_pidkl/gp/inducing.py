@@ -91,7 +91,7 @@ class InducingJoint(GaussianPieces):
                              f"{tuple(A_vv.shape)}, {tuple(A_vy.shape)}, {tuple(A_vu.shape)}, "
                              f"{tuple(K_uu.shape)}, {tuple(K_uy.shape)}, "
                              f"{tuple(K_yy_diag.shape)}, {tuple(obs.shape)}")
-        self.M, self.N, self.m, self.obs, self.noise = M, N, m, obs, noise
+        self.M, self.N, self.obs, self.noise = M, N, obs, noise
         v, y = obs[:M], obs[M:]
         C_uu, C_uy, C_diag = K_uu, K_uy, K_yy_diag
         if M:       # everything given v: A_vv = D_v L_v L_v^T D_v
@@ -178,24 +178,19 @@ class InducingJoint(GaussianPieces):
         with torch.no_grad():
             M = self.M
             cu = cross[:, M:].T                                   # (m, P)
-            red = []
             if M:
                 Pv = torch.linalg.solve_triangular(self.L_v.detach().to(cross),
                                                    (cross[:, :M] / self.d_v.detach().to(cross)).T,
                                                    upper=False)
                 cu = cu - self.P.detach().to(cross).T @ Pv
-                red.append((Pv, 1.0))
             Psi = torch.linalg.solve_triangular(self.L_u.detach().to(cross),
                                                 cu / self.d_u.detach().to(cross)[:, None],
                                                 upper=False)
             back = torch.linalg.solve_triangular(self.L_B.detach().to(cross), Psi, upper=False)
-            red += [(Psi, 1.0), (back, -1.0)]
             if full_cov:
-                out = prior
-                for V, sign in red:
-                    out = out - sign * (V.T @ V)
-                return out
-            out = prior
-            for V, sign in red:
-                out = out - sign * V.pow(2).sum(0)
-            return out.clamp(min=0)
+                out = prior - Psi.T @ Psi + back.T @ back
+                return out - Pv.T @ Pv if M else out
+            reduction = Psi.pow(2).sum(0) - back.pow(2).sum(0)
+            if M:
+                reduction = reduction + Pv.pow(2).sum(0)
+            return (prior - reduction).clamp(min=0)

@@ -229,14 +229,13 @@ class EquationJoint:
             joint = InducingJoint(K_vv, K_Lx, K_vu, self.kernel(inducing),
                                   self.kernel(inducing, self.X_s),
                                   self.kernel(self.X_s, diag=True), noise, obs)
-            joint.inputs, ZX = inducing, ZU
+            ZX = ZU
         elif torch.is_grad_enabled():
             K_vv = K_LL + torch.diag(residual) + (0.0 if source is None else source)
             K_yy = self.kernel(self.X_s) + noise * torch.eye(N, dtype=K_LL.dtype,
                                                              device=K_LL.device)
             A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
             joint = JointGaussian(A, obs, M, closed_form=closed_form)
-            joint.inputs = self.X_s
         else:                                     # in place: one (N + M)^2 matrix
             A = K_LL.new_empty(M + N, M + N)
             A[:M, :M] = K_LL
@@ -249,8 +248,8 @@ class EquationJoint:
             A[M:, M:] = self.kernel(self.X_s)
             A[M:, M:].diagonal().add_(noise)
             joint = JointGaussian(A, obs, M, closed_form=closed_form)
-            joint.inputs = self.X_s
         joint.w, joint.c, joint.operators = w, c, (ZZ, ZX)
+        joint.inputs = self.X_s if inducing is None else inducing
         return joint
 
     def _inducing_inputs(self):
