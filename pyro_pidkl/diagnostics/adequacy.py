@@ -67,6 +67,9 @@ class Adequacy:
     :ivar bool noise_learned: whether the evidence is judged (a learned noise).
     :ivar dict trajectory_misfit: ``{output: RMS / noise sd}`` of the equation's own
         trajectory (an explicit ODE with data; else empty).
+    :ivar float between: the same relative residual on a check set between the collocation
+        points (:mod:`~pyro_pidkl.models.resolution`; ``nan`` where not checked): above
+        :data:`RESIDUAL_TOL` the collocation does not resolve the solution.
     """
 
     what: str
@@ -74,16 +77,27 @@ class Adequacy:
     log_evidence_ratio: float
     noise_learned: bool
     trajectory_misfit: dict = field(default_factory=dict)
+    between: float = math.nan
 
     @property
     def reasons(self):
         """The criteria that fail, one sentence each (empty: adequate)."""
         out = []
         loose = {k: v for k, v in self.residual.items() if not v <= RESIDUAL_TOL}
-        if loose:
-            worst = max(loose, key=loose.get)
-            out.append(f"the posterior mean misses {worst} by {loose[worst]:.1%} of the size "
+        broken = [k for k, v in loose.items() if not math.isfinite(v)]
+        if broken:
+            out.append(f"the posterior mean's residual of {', '.join(broken)} is not finite "
+                       f"(its terms vanish or overflow at the collocation points)")
+        finite = {k: v for k, v in loose.items() if math.isfinite(v)}
+        if finite:
+            worst = max(finite, key=finite.get)
+            out.append(f"the posterior mean misses {worst} by {finite[worst]:.1%} of the size "
                        f"of its terms (the equation gave way to the data)")
+        if self.between > RESIDUAL_TOL:
+            out.append(f"between the collocation points the posterior mean misses the "
+                       f"equation by {self.between:.1%} of the size of its terms (the "
+                       f"collocation does not resolve the solution: more points, "
+                       f"collocation=)")
         if self.noise_learned and self.log_evidence_ratio < -EVIDENCE_TOL:
             out.append(f"the data are {-self.log_evidence_ratio:.1f} nats less likely with "
                        f"the equation than without it")
@@ -104,12 +118,15 @@ class Adequacy:
 
     def as_dict(self):
         """A JSON-ready dict of the numbers."""
-        return {"residual": dict(self.residual), "log_evidence_ratio": self.log_evidence_ratio,
+        return {"residual": dict(self.residual), "between": self.between,
+                "log_evidence_ratio": self.log_evidence_ratio,
                 "noise_learned": self.noise_learned,
                 "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}
 
     def __str__(self):
         parts = [f"{k} {v:.2e}" for k, v in self.residual.items()]
+        if math.isfinite(self.between):
+            parts.append(f"between the points {self.between:.2e}")
         text = (f"Adequacy of {self.what}: residual / terms {', '.join(parts)}; log evidence "
                 f"ratio {self.log_evidence_ratio:.1f} nats"
                 + ("" if self.noise_learned else " (not judged: exact data)"))

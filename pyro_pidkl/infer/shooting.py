@@ -78,6 +78,9 @@ class _Shooting:
         self.obs_j = np.array([where[r[2]] for r in rows])
         self.obs_y = np.array([r[3] for r in rows])
         self.size = len(rows) + (K - 1) * self.C
+        #: ``(loc, sd)`` of a normal prior on the unconstrained coefficients, or ``None``:
+        #: its standardised residuals follow the data's (a MAP fit)
+        self.prior = None
 
     def batch(self, V):
         """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``, or ``None``."""
@@ -97,11 +100,14 @@ class _Shooting:
         if K > 1:
             ends = traj[:, :-1, :, -1] / self.scale                    # (B, K-1, C)
             out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))
+        if self.prior is not None:
+            out.append((V[:, :P] - self.prior[0]) / self.prior[1])
         return np.concatenate(out, 1)
 
     def fun(self, v):
         r = self.batch(v[None])
-        return r[0] if r is not None else np.full(self.size, 1e6)
+        extra = 0 if self.prior is None else self.P
+        return r[0] if r is not None else np.full(self.size + extra, 1e6)
 
     def jac(self, v):
         h = 1e-6 * np.maximum(1.0, np.abs(v))
@@ -127,7 +133,7 @@ def _segment_states(ode, theta_values, x0, t0, edges):
 
 def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
                     segments=None, weights=(1.0, 10.0, 100.0), max_nfev=60, refine_sd=True,
-                    judged_from=None):
+                    judged_from=None, prior=None):
     r"""Fit an ODE's coefficients and initial state to data by multiple shooting, then
     single shooting (module docstring).
 
@@ -146,6 +152,9 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     :param weights: the continuity weights of the multiple-shooting stages.
     :param int max_nfev: evaluations of the residuals per stage, at most (each with its
         Jacobian).
+    :param prior: ``(loc, sd)`` ``(P,)`` each: a normal prior on the unconstrained
+        coefficients whose standardised residuals join the data's (a MAP fit; ``cost``
+        includes them, ``nll`` does not).
     :param judged_from: ``(theta, x0)`` where ``start_cost`` is measured (default: the
         start): a fit started elsewhere (another start's answer) judged against the
         caller's own start.
@@ -162,7 +171,9 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     stages = []
 
     def shooting(sd, K=1, weight=0.0):
-        return _Shooting(ode, observations, transforms, t0, t1, K, scale, sd, weight)
+        out = _Shooting(ode, observations, transforms, t0, t1, K, scale, sd, weight)
+        out.prior = prior
+        return out
 
     def single(theta, x0, sd, nfev):
         v, cost = shooting(sd).solve(np.r_[theta, x0 / scale], nfev)
@@ -197,7 +208,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     theta, x0, cost = best
     if refine_sd:
         s = shooting(sd)
-        r = s.fun(np.r_[theta, x0 / scale]) * sd[s.obs_c]
+        r = s.fun(np.r_[theta, x0 / scale])[:len(s.obs_c)] * sd[s.obs_c]
         for c in range(len(scale)):
             rc = r[s.obs_c == c]
             if len(rc) > 2:

@@ -69,6 +69,7 @@ from torch.distributions import constraints
 
 from ..checks import distinct_inputs, equation_input_names, positive_int, warn
 from ..gp.standardise import Standardizer
+from ..infer.multistart import extra_shift
 from ..kernels.deep import deep_kernel
 from ..kernels.derivatives import derivative_kernel_supported
 from ..kernels.features import MLP
@@ -83,6 +84,8 @@ from .conditioned_prediction import ConditionedPrediction
 from .exact_gp import ExactGP
 from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from .parameter_uncertainty import ParameterUncertainty, with_point_priors
+from .referee import referee
+from .resolution import REFINE_DEFAULT, between_residual, resolve
 
 __all__ = ["PhysicsConditionedGP"]
 
@@ -185,6 +188,9 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
     :param inducing: the number of inducing points, or ``"auto"`` (the default: from
         :data:`INDUCING_START`, doubled by :meth:`relinearise` while the bound's trace term
         exceeds :data:`INDUCING_GAP` nats at the current parameters).
+    :param int collocation_refine: how many times a fit doubles the collocation points
+        while the equation fails between them (:mod:`~pyro_pidkl.models.resolution`;
+        default :data:`~pyro_pidkl.models.resolution.REFINE_DEFAULT`, 0: never).
     :param dict priors: priors on the GP's own parameters, ``{name: distribution}`` in the
         model's units (:meth:`hyperparameters` names them: ``"kernel.lengthscale"`` on the
         inputs scaled to the domain, ``"noise"`` relative to the signal's variance); they
@@ -220,7 +226,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
                  newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
                  noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
                  fit_collocation=600, conditions=(), priors=None, data_likelihood="auto",
-                 inducing="auto", **kwargs):
+                 inducing="auto", collocation_refine=REFINE_DEFAULT, **kwargs):
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
@@ -289,6 +295,8 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
             raise ValueError(f"Expected data_likelihood to be 'auto', 'exact' or 'inducing'; "
                              f"got {data_likelihood!r}")
         self.data_likelihood = data_likelihood
+        self.collocation_refine = positive_int(collocation_refine, "collocation_refine",
+                                               minimum=0)
         self.inducing_auto = inducing == "auto"
         count = INDUCING_START if self.inducing_auto else positive_int(inducing, "inducing")
         self.register_buffer("inducing_count", torch.tensor(count))
@@ -329,11 +337,29 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         sees each point alone, a degenerate optimum of the marginal likelihood (the
         derivative covariances grow as :math:`l^{-4}` and every point becomes its own
         observation)."""
+        out = {}
+        if getattr(self, "_hold_coefficients", False):   # the referee holds them
+            for _, owner, p in self._coefficients():
+                u = getattr(owner, p + "_unconstrained")
+                if u.numel() == 1:
+                    out[u] = (float(u.detach()), float(u.detach()))
         kern = getattr(self.kernel, "kern", self.kernel)
         if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
-            return {}
+            return out
         low = half_spacing(self.X_s.shape[0] + self.Z_s.shape[0], self.input_dim)
-        return {kern.lengthscale_unconstrained: (math.log(low), None)}
+        out[kern.lengthscale_unconstrained] = (math.log(low), None)
+        return out
+
+    def after_fit(self, refit):
+        """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the collocation is
+        refined while the equation fails between its points
+        (:func:`~pyro_pidkl.models.resolution.resolve`), then an explicit ODE is refereed on
+        its exact likelihood (:func:`~pyro_pidkl.models.referee.referee`)."""
+        resolve(self, refit)
+        referee(self, refit)
+
+    def _between_residual(self, joint):
+        return between_residual(self, joint)
 
     # -- construction helpers ----------------------------------------------------------
     def _standardise_on_domain(self, standardize):
@@ -396,18 +422,22 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         return len(self.starts) - 1
 
     def restart(self, r):
-        """Start ``r`` of a fit (:attr:`starts`)."""
-        candidate, shift = self.starts[r]
+        """Start ``r`` of a fit (:attr:`starts`; past them, the source candidates again with
+        each coefficient moved by its own factor, :func:`~pyro_pidkl.infer.multistart.extra_shift`)."""
+        starts = self.starts
+        candidate, shift = starts[r % len(starts)]
+        if r >= len(starts):
+            shift = extra_shift(r, len(self._coefficients()))
         cols = self.source_candidates[candidate]
         if cols is not None:
             mask = torch.zeros_like(self.source_mask)
             mask[list(cols)] = 1.0
             with torch.no_grad():
                 self.source_mask.copy_(mask)
-        if shift:
-            with torch.no_grad():
-                for _, owner, p in self._coefficients():
-                    getattr(owner, p + "_unconstrained").add_(shift)
+        shifts = torch.as_tensor(shift, dtype=self.X.dtype).expand(len(self._coefficients()))
+        with torch.no_grad():
+            for (_, owner, p), move in zip(self._coefficients(), shifts):
+                getattr(owner, p + "_unconstrained").add_(move)
 
     def source_inputs(self):
         """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""

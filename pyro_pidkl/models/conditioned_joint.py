@@ -281,18 +281,19 @@ class EquationJoint:
             UZw = self._rows(UZw.T).T
         return torch.cat([UZw, UX({index: 1.0}, {(): 1.0})], 1)
 
-    def _mean_jet(self, joint, U=None):
+    def _mean_jet(self, joint, U=None, indices=None):
         """The posterior mean's jet at ``U`` (standardised; default Z) in user units
-        ``(len(indices), P)``."""
+        ``(len(indices), P)`` (``indices``: default the model's)."""
+        indices = self.indices if indices is None else list(indices)
         UZ, UX = (joint.operators if U is None else
                   (OperatorCovariance(self.kernel, U, self.Z_s),
                    OperatorCovariance(self.kernel, U, joint.inputs)))
         alpha = joint.weights()
         M = joint.M
         a_points = self._points(alpha[:M])
-        scale = self.standardizer.derivative_scale(self.indices)
+        scale = self.standardizer.derivative_scale(indices)
         rows = []
-        for k, idx in enumerate(self.indices):
+        for k, idx in enumerate(indices):
             mean = (UZ.matvec({idx: 1.0}, joint.w, a_points)
                     + UX.matvec({idx: 1.0}, {(): 1.0}, alpha[M:]))
             v = (mean + (joint.c if idx == () else 0.0)) * scale[k]

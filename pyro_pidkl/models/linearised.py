@@ -286,8 +286,9 @@ class LinearisedConditioning:
             except (NonFiniteError, NotPositiveDefiniteError):
                 evidence = math.nan
             trajectory = self._trajectory_misfit()
+            between = self._between_residual(joint)
         return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
-                        trajectory)
+                        trajectory, between)
 
     @own_parameters
     def equation_residuals(self):
@@ -306,6 +307,10 @@ class LinearisedConditioning:
         if not report.ok:
             warn(report.message(), ModelMisfitWarning)
         return report
+
+    def _between_residual(self, joint):
+        """The residual between the collocation points (``nan``: not checked)."""
+        return math.nan
 
     def _trajectory_misfit(self):
         """``{output: misfit}`` of an explicit ODE's own trajectory (systems only)."""

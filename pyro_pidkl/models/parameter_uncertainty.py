@@ -174,8 +174,15 @@ class ParameterUncertainty:
         equation say, ``[0, inf]`` (with ``identified`` False) for a coefficient they leave
         free.
 
+        Where the fit was refereed on the exact ODE (``model.referee``,
+        :mod:`~pyro_pidkl.models.referee`), the intervals are the exact fit's (verdict
+        ``"exact"``) or cover both fits' (``"agree"``), and each entry says which
+        (``"referee"``).
+
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
-        return coefficient_intervals(self, prob, nuisance)
+        out = coefficient_intervals(self, prob, nuisance)
+        report = getattr(self, "referee", None)
+        return out if report is None else report.combine(out, prob, self._what())
 
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty

@@ -36,6 +36,7 @@ from torch.distributions import constraints
 
 from ..checks import warn, warn_if_interrupted
 from ..gp.data_fit import fit_data_only
+from ..infer.multistart import extra_shift
 from ..kernels.se import se_ard
 from ..physics.collocation import collocation_set, half_spacing
 from ..physics.domain import Box
@@ -49,6 +50,7 @@ from .system_counts import CountObservations, likelihood_kinds
 from .system_data import split_by_output
 from .system_joint import SystemJoint
 from .system_matching import TrajectoryMatching
+from .referee import referee
 from .system_stages import keep_best_stage
 from .system_starts import default_starts
 
@@ -353,6 +355,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
         """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
         stage (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`)."""
         keep_best_stage(self, refit)
+        referee(self, refit)
 
     def _shoots(self):
         """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE
@@ -364,11 +367,15 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
         return len(self.starts) - 1
 
     def restart(self, r):
-        """Start ``r`` of a fit (:attr:`starts`)."""
-        self._loose_start = self._shoots() and r == 1
+        """Start ``r`` of a fit (:attr:`starts`; past them, each coefficient moved by its
+        own factor, :func:`~pyro_pidkl.infer.multistart.extra_shift`)."""
+        starts = self.starts
+        self._loose_start = self._shoots() and r % len(starts) == 1
+        shift = starts[r] if r < len(starts) else extra_shift(r, len(self._coefficients()))
+        shifts = torch.as_tensor(shift, dtype=self.Z.dtype).expand(len(self._coefficients()))
         with torch.no_grad():
-            for _, owner, p in self._coefficients():
-                getattr(owner, p + "_unconstrained").add_(self.starts[r])
+            for (_, owner, p), move in zip(self._coefficients(), shifts):
+                getattr(owner, p + "_unconstrained").add_(move)
 
     def parameter_bounds(self):
         """Lengthscales stay above half the spacing of the points (as

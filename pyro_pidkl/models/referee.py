@@ -1,0 +1,349 @@
+r"""The exact equation as referee: a conditioned fit of an explicit ODE is scored on the
+ODE's own likelihood, beside the textbook fit of that likelihood, and never reported worse.
+
+A GP conditioned on an equation at collocation points approximates the ODE; its objective,
+:math:`\log p(y \mid v)`, is not the ODE's likelihood, and on a hard problem (a forced
+nonlinear oscillator, a pendulum at large amplitude, a network with hidden species) its
+optimum can be a wrong one with a narrow interval. Where the equation (or system) is an
+explicit ODE with Gaussian data, :func:`referee` runs after the fit:
+
+1. the exact fit (:func:`~pyro_pidkl.infer.exact_fit.fit_exact`): the ODE's trajectory
+   fitted by least squares, from the GP's answer (its coefficients, and its posterior mean's
+   states at the shooting segments), the user's starting values, and (for one equation) a
+   Sobol design of coefficients and unmeasured initial derivatives around them; a system
+   adds its shooting stage's starts;
+2. both answers scored on one criterion, the negative log posterior of the data under the
+   exact trajectory, :math:`c(\theta) = \min_{x_0} \sum_c \tfrac{n_c}{2} \log
+   \overline{r_c^2} - \log p(\theta)` (as :mod:`~pyro_pidkl.models.system_stages` does);
+3. a verdict (``model.referee``, a :class:`Referee`):
+
+   * ``"exact"``: the GP's answer is worse by more than :math:`\tfrac12\chi^2_p(0.99)`
+     (outside the exact fit's 99% likelihood region). The coefficients are set to the
+     exact fit's and held while the GP's own parameters are fitted again, the intervals are
+     the exact fit's, and one line says so;
+   * ``"agree"``: the two are within that tolerance. The GP's estimates are kept; each
+     coefficient's interval is the union of the GP's and the exact fit's, so that it covers
+     both (an interval that excludes an estimate of equal likelihood is not a claim the
+     data make), and a coefficient is identified only when both call it so. Where the two
+     estimates differ by more than both intervals allow, one line says so
+     (:meth:`Referee.combine`);
+   * ``"gp"``: the exact fit found a worse optimum than the GP's (its search missed the
+     basin): the GP's answer and intervals stand.
+
+Not refereed: an equation with an unknown (``"gp"``) source, a condition
+(:class:`~pyro_pidkl.physics.Condition`: not yet carried by the exact fit), counts, a
+coefficient that is not a scalar, more than one input, fewer than three data.
+"""
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..checks import warn
+from ..infer.exact_fit import fit_exact, trajectory_nll
+from ..infer.laplace import parameters_at
+from .system_stages import stage_tolerance
+
+__all__ = ["Referee", "RefereeWarning", "exact_problem", "referee"]
+
+
+class RefereeWarning(UserWarning):
+    """The conditioned fit and the exact-ODE fit disagree (:mod:`~pyro_pidkl.models.referee`)."""
+
+
+@dataclass
+class Referee:
+    r"""The referee's report (module docstring): ``exact`` the
+    :class:`~pyro_pidkl.infer.exact_fit.ExactFit`, ``costs`` ``{"gp": c, "exact": c}`` (the
+    negative log posterior under the exact trajectory, nats), ``tolerance``
+    (:math:`\tfrac12\chi^2_p(0.99)`), ``verdict`` (``"exact"``, ``"agree"`` or ``"gp"``),
+    ``gp_values`` the GP's coefficients before the verdict, ``seconds`` the referee's
+    time."""
+
+    exact: object
+    costs: dict
+    tolerance: float
+    verdict: str
+    gp_values: dict
+    seconds: float = 0.0
+    warned: set = field(default_factory=set)
+
+    def combine(self, gp, prob, what="the equation"):
+        r"""The reported intervals from the GP's (``gp``, as
+        :func:`~pyro_pidkl.infer.laplace.coefficient_intervals` returns them) at ``prob``:
+        the exact fit's where the verdict is ``"exact"``, the union of both where
+        ``"agree"`` (a one-line :class:`RefereeWarning` where the estimates differ beyond
+        both intervals), the GP's where ``"gp"``. Each entry gains ``"referee"``: the
+        verdict."""
+        if self.verdict == "gp" or self.exact is None:
+            return {n: {**v, "referee": self.verdict} for n, v in gp.items()}
+        exact = self.exact.intervals(prob)
+        if self.verdict == "exact":
+            return {n: {**exact[n], "referee": "exact"} if n in exact else v
+                    for n, v in gp.items()}
+        out, apart = {}, []
+        for n, v in gp.items():
+            e = exact.get(n)
+            if e is None or not isinstance(v["value"], float):
+                out[n] = v
+                continue
+            outside = not (v["lower"] <= e["value"] <= v["upper"]) and not (
+                e["lower"] <= v["value"] <= e["upper"])
+            if outside:
+                apart.append(f"{n} {v['value']:.4g} [{v['lower']:.3g}, {v['upper']:.3g}] "
+                             f"against {e['value']:.4g} [{e['lower']:.3g}, {e['upper']:.3g}]")
+            out[n] = {**v, "lower": min(v["lower"], e["lower"]),
+                      "upper": max(v["upper"], e["upper"]),
+                      "sd": max(v["sd"], e["sd"]),
+                      "identified": bool(v["identified"] and e["identified"]),
+                      "referee": "agree"}
+        if apart and prob not in self.warned:
+            self.warned.add(prob)
+            warn(f"The conditioned fit and the exact-ODE fit of {what} fit the data equally "
+                 f"well ({self.costs['gp'] - self.costs['exact']:+.1f} nats) but disagree: "
+                 f"{'; '.join(apart)} ({prob:.0%}): each interval reported covers both",
+                 RefereeWarning)
+        return out
+
+
+def _cost(model, values, problem):
+    """:math:`c(\\theta)` of coefficient ``values`` ``{name: float}`` (module docstring)
+    and the initial state it ends with."""
+    nll, x0 = trajectory_nll(problem["ode"], problem["observations"], values,
+                             problem["x0"], problem["t0"], problem["t1"], problem["scale"])
+    return nll - _log_prior(model, values), x0
+
+
+def _log_prior(model, values):
+    """The coefficients' log prior at ``values`` ``{name: float}``."""
+    tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
+    unconstrained = []
+    for (n, owner, p), t in zip(model._coefficients(), tensors):
+        transform = torch.distributions.transform_to(owner.specs[p].constraint)
+        unconstrained.append(transform.inv(torch.tensor(values[n], dtype=t.dtype)).reshape(
+            t.shape))
+    with torch.no_grad(), parameters_at(tensors, unconstrained):
+        return float(model.coefficient_log_prior())
+
+
+def _normal_prior(model):
+    """``(loc, sd)`` of the coefficients' weak default priors (normal in the unconstrained
+    space), for the exact fit's MAP, or ``None`` where a coefficient has a declared prior
+    (then the exact fit is the likelihood's, its Laplace precision with the prior's)."""
+    from .parameter_uncertainty import COEFFICIENT_PRIOR_SD
+    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
+    if any(spec.prior is not None for spec in specs):
+        return None
+    loc = [float(torch.distributions.transform_to(spec.constraint).inv(spec.init))
+           for spec in specs]
+    return np.array(loc), np.full(len(loc), COEFFICIENT_PRIOR_SD)
+
+
+def _prior_hessian(model, theta):
+    """The Hessian ``(P, P)`` of the coefficients' negative log prior at unconstrained
+    ``theta`` (the weak default or the declared priors, as the GP's Laplace has them)."""
+    from .parameter_uncertainty import default_coefficient_log_prior
+    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
+
+    def negative_log_prior(u):
+        total = 0.0
+        for k, spec in enumerate(specs):
+            if spec.prior is not None:
+                value = torch.distributions.transform_to(spec.constraint)(u[k])
+                total = total + spec.prior.log_prob(value).sum()
+            else:
+                total = total + default_coefficient_log_prior(spec, u[k])
+        return -total
+    u = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
+    with torch.enable_grad():
+        H = torch.autograd.functional.hessian(negative_log_prior, u)
+    return H.detach().numpy()
+
+
+def referee(model, refit=None):
+    r"""Referee a fitted conditioned model on its exact ODE (module docstring): sets and
+    returns ``model.referee`` (a :class:`Referee`, or ``None`` where the model is not
+    refereed). ``refit()`` fits the model again from its state (the GP's own parameters,
+    with the coefficients held at the exact fit's where the verdict is ``"exact"``)."""
+    import time
+    began = time.perf_counter()
+    model.referee = None
+    problem = exact_problem(model)
+    if problem is None:
+        return None
+    coefficients = problem["coefficients"]      # [(name, transform, [gp, user])]
+    exact = fit_exact(problem["ode"], problem["observations"], coefficients,
+                      problem["starts"], problem["t0"], problem["t1"], problem["scale"],
+                      design=problem.get("design", 0), design_half=problem.get("design_half"),
+                      design_states=problem.get("design_states"),
+                      prior=_normal_prior(model),
+                      prior_precision=lambda theta: _prior_hessian(model, theta))
+    if exact is None:
+        return None
+    gp_values = {n: float(t(torch.tensor(s[0]))) for n, t, s in coefficients}
+    gp_cost, _ = _cost(model, gp_values, problem)
+    exact_cost = exact.nll - _log_prior(model, exact.values())
+    tolerance = stage_tolerance(len(coefficients))
+    if not math.isfinite(gp_cost) or gp_cost > exact_cost + tolerance:
+        verdict = "exact"
+    elif exact_cost > gp_cost + tolerance:
+        verdict = "gp"
+    else:
+        verdict = "agree"
+    report = Referee(exact, {"gp": gp_cost, "exact": exact_cost}, tolerance, verdict,
+                     gp_values)
+    if verdict == "exact":
+        _hold_at_exact(model, exact, refit)
+        shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}"
+                          for n, v in exact.values().items())
+        warn(f"The conditioned fit of {model._what()} ended where the equation's exact "
+             f"trajectory fits the data {gp_cost - exact_cost:.1f} nats worse than the "
+             f"exact-ODE fit's: the exact fit's coefficients are reported ({shown}), with its "
+             f"intervals, and the GP is fitted again to them (model.referee has both)",
+             RefereeWarning)
+    report.seconds = time.perf_counter() - began
+    model.referee = report
+    return report
+
+
+def _hold_at_exact(model, exact, refit):
+    """Set the coefficients to the exact fit's, and fit the GP's own parameters to them
+    (the coefficients held), when ``refit`` is given; a refit that fails leaves the GP as
+    it was, the coefficients set."""
+    from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+    state = copy.deepcopy(model.state_dict())
+
+    def put():
+        with torch.no_grad():
+            for (_, owner, p), v in zip(model._coefficients(), exact.theta):
+                getattr(owner, p + "_unconstrained").fill_(float(v))
+        model._cache = None
+    put()
+    if refit is None:
+        return
+    model._hold_coefficients = True
+    try:
+        refit()
+    except (FitDivergedError, NonFiniteError, NotPositiveDefiniteError):
+        model.load_state_dict(state)
+        put()
+    finally:
+        model._hold_coefficients = False
+
+
+# -- what each model gives the exact fit -------------------------------------------------------
+#: starts of the design of a single equation's exact fit per searched coefficient (at most
+#: :data:`DESIGN_MAX`)
+DESIGN_PER_COEFFICIENT = 16
+DESIGN_MAX = 96
+
+
+def _segments(n_data):
+    """Multiple shooting's segments for ``n_data`` data (as the shooting stage takes them)."""
+    return int(min(12, max(2, n_data // 4)))
+
+
+def _scalar_coefficients(model):
+    """``[(name, transform, [current, user's start])]`` (unconstrained), or ``None`` where a
+    learned coefficient is not a scalar."""
+    out = []
+    for n, owner, p in model._coefficients():
+        u = getattr(owner, p + "_unconstrained")
+        if u.numel() != 1:
+            return None
+        spec = owner.specs[p]
+        transform = torch.distributions.transform_to(spec.constraint)
+        out.append((n, transform, [float(u.detach()), float(transform.inv(spec.init))]))
+    return out
+
+
+def exact_problem(model):
+    """The exact fit's setting of a fitted conditioned model (:func:`referee`), or ``None``
+    where it is not refereed (module docstring)."""
+    from .system import ConditionedSystemGP
+    if not model._coefficients():
+        return None
+    if isinstance(model, ConditionedSystemGP):
+        return _system_problem(model)
+    return _equation_problem(model)
+
+
+def _equation_problem(model):
+    from ..physics.scalar_ode import equation_ode
+    from .system_starts import LOG_RANGE, _design_box
+    if (model.input_dim != 1 or model.source_kind == "gp" or model.conditions
+            or model.X.shape[0] < 3 or len(model._coefficients()) != len(
+                [s for s in model.equation.specs.values() if not s.fixed])):
+        return None
+    coefficients = _scalar_coefficients(model)
+    if coefficients is None:
+        return None
+    if not hasattr(model, "_exact_ode"):
+        model._exact_ode = equation_ode(model.equation, model.input_names, model.source_fn)
+    ode = model._exact_ode
+    if ode is None:
+        return None
+    t, y = model.X[:, 0].detach().numpy(), model.y.detach().numpy()
+    order = np.argsort(t, kind="stable")
+    t, y = t[order], y[order]
+    t0, t1 = float(t[0]), float(t[-1])
+    K = _segments(t.size)
+    edges = np.linspace(t0, t1, K + 1)[:-1]
+    n = ode.order
+    indices = [(0,) * k for k in range(n)]
+    with torch.no_grad():
+        joint = model.solve()[0]
+        at = torch.as_tensor(np.r_[edges, np.linspace(t0, t1, 64)], dtype=model.X.dtype)[:, None]
+        jets = model._mean_jet(joint, model.standardizer.x_to_model(at), indices).numpy()
+    states = jets[:, :K].T                                               # (K, n)
+    scale = np.maximum(np.sqrt(np.mean(jets[:, K:] ** 2, 1)), 1e-8)
+    scale[0] = max(scale[0], float(np.std(y)), 1e-8)
+    empty = (np.zeros(0), np.zeros(0))
+    _, half = _design_box(model)
+    P = len(coefficients)
+    return {"ode": ode, "observations": [(t, y)] + [empty] * (n - 1),
+            "coefficients": coefficients, "starts": np.stack([states, states]),
+            "x0": states[0], "t0": t0, "t1": t1, "scale": scale,
+            "design": int(min(DESIGN_MAX, DESIGN_PER_COEFFICIENT * max(2, P + n - 1))),
+            "design_half": np.minimum(half, LOG_RANGE) if P else None}
+
+
+def _system_problem(model):
+    from ..infer.shooting import _segment_states
+    from .system_stages import _shooting_setup
+    if model.ode is None or model.count_outputs or sum(model.counts) < 3:
+        return None
+    coefficients = _scalar_coefficients(model)
+    if coefficients is None:
+        return None
+    observations, t0, t1, scale = _shooting_setup(model)
+    K = _segments(sum(len(t) for t, _ in observations))
+    edges = np.linspace(t0, t1, K + 1)[:-1]
+    with torch.no_grad():
+        joint = model.solve()[0]
+        U = (torch.as_tensor(edges, dtype=model.Z.dtype)[:, None] - model.x_loc) / model.x_scale
+        states = torch.stack([model.y_loc[c] + model.y_scale[c] * (
+            joint.mean(model._cross(joint, c, U)) + model.mean[c])
+            for c in range(len(model.outputs))], 1).numpy()                 # (K, C)
+    starts, thetas = [states], [[s[0] for _, _, s in coefficients]]
+    # the shooting stage's answers: their trajectories at the segments
+    found = []
+    if getattr(model, "_shot", None) is not None:
+        found.append((model._shot[1].theta, model._shot[1].x0))
+    ms = getattr(model, "multistart_result", None)
+    if ms is not None:
+        found += [(ms.theta[k], ms.x0[k]) for k in range(min(2, len(ms.cost)))
+                  if np.isfinite(ms.cost[k])]
+    for theta, x0 in found:
+        values = {n: t(torch.tensor(float(v))) for (n, t, _), v in zip(coefficients, theta)}
+        S = _segment_states(model.ode, values, np.asarray(x0, dtype=float), t0, edges)
+        if S is not None and np.isfinite(S).all():
+            starts.append(np.asarray(S))
+            thetas.append(list(theta))
+    coefficients = [(n, t, [th[k] for th in thetas]) for k, (n, t, _) in enumerate(coefficients)]
+    return {"ode": model.ode, "observations": observations, "coefficients": coefficients,
+            "starts": np.stack(starts), "x0": states[0], "t0": t0, "t1": t1,
+            "scale": np.asarray(scale, dtype=float)}

@@ -1,0 +1,129 @@
+r"""Collocation that is resolved: the equation checked between the collocation points, and
+more points where it fails there.
+
+A GP conditioned on :math:`\psi[f](z_i) = g(z_i)` at ``M`` points holds the equation *at*
+them; between them it holds only as far as the kernel carries it. With a lengthscale under
+a few spacings (a boundary layer of width 0.02 on 100 points, say) the equation can hold at
+every point and fail everywhere between: on :math:`-0.02 u'' + u' = 1`, :math:`u(0) = u(1) =
+0`, the posterior mean was :math:`u = 0` with residual :math:`10^{-6}` at the points and
+1.0 between them. So after a fit the residual of the posterior mean is measured on a check
+set disjoint from the collocation points (a Sobol set of the same size in the same domain,
+another seed), relative to the size of the equation's terms, as at the points
+(:func:`~pyro_pidkl.physics.linearise.residual_parts`):
+
+.. math::
+    r_{\text{between}} = \frac{\big(\tfrac1P \sum_j (\psi[\mu](c_j) - g(c_j))^2\big)^{1/2}}
+        {\big(\tfrac1P \sum_j (\sum_\alpha (J_\alpha \partial^\alpha\mu)(c_j)^2
+            + g(c_j)^2)\big)^{1/2}} .
+
+Where it is above :data:`~pyro_pidkl.diagnostics.adequacy.RESIDUAL_TOL`,
+:func:`resolve` adds as many points again (a new Sobol set in the domain) and fits again
+from the kernel's starting lengthscales (a fit from lengthscales under the old spacing
+stays there),
+up to ``refine`` times (the model's ``collocation_refine``, default
+:data:`REFINE_DEFAULT`); the adequacy check reports what is left
+(:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy`), and a fit that
+ends unresolved warns in one line. Not checked: an unknown (``"gp"``) source, whose
+posterior mean *is* the residual.
+"""
+
+import math
+
+import torch
+
+from ..diagnostics.adequacy import RESIDUAL_TOL
+from ..physics.collocation import collocation_set
+from ..physics.linearise import relative, residual_parts
+
+__all__ = ["CHECK_POINTS_MAX", "REFINE_DEFAULT", "between_residual", "resolve"]
+
+#: the most check points (a fraction of the collocation points beyond it)
+CHECK_POINTS_MAX = 1000
+
+#: how many times a fit doubles its collocation points while the check fails
+REFINE_DEFAULT = 3
+
+#: a refinement stops before the equation's points exceed this many (each fit's joint is
+#: dense in them)
+REFINE_POINTS_MAX = 1600
+
+
+def _equation_rows(model):
+    return model.Z.shape[0] - model.condition_rows
+
+
+def check_points(model, count, seed):
+    """``count`` points in the model's domain (its shape, if it has one), user units."""
+    return collocation_set(int(count), model.domain, model.input_names, "sobol", seed,
+                           model.X.dtype, model.shape).to(model.X)
+
+
+def between_residual(model, joint=None):
+    r""":math:`r_{\text{between}}` (module docstring) of a conditioned model at its current
+    solution, or ``nan`` where it is not checked."""
+    E = _equation_rows(model)
+    if model.source_kind == "gp" or E == 0:
+        return math.nan
+    with torch.no_grad():
+        joint = model.solve()[0] if joint is None else joint
+        C = check_points(model, min(E, CHECK_POINTS_MAX), seed=7919 + E)
+        jet = model._mean_jet(joint, model.standardizer.x_to_model(C))
+        part = {idx: jet[k] for k, idx in enumerate(model.indices)}
+        r, size = residual_parts(model.equation, part, C, model.input_names,
+                                 model._equation_source(C))
+    return relative(r, size)
+
+
+def _add_points(model, new):
+    """Append collocation points ``new`` (user units) to the equation's, with the current
+    posterior mean's jet there as their linearisation point."""
+    E = _equation_rows(model)
+    with torch.no_grad():
+        joint = model.solve()[0]
+        new_s = model.standardizer.x_to_model(new)
+        jet = model._mean_jet(joint, new_s)
+        model.Z = torch.cat([model.Z[:E], new, model.Z[E:]])
+        model.Z_s = torch.cat([model.Z_s[:E], new_s, model.Z_s[E:]])
+        model.f0 = torch.cat([model.f0[:, :E], jet, model.f0[:, E:]], 1)
+        model.row_noise = torch.cat([model.row_noise[:E],
+                                     model.row_noise.new_full((new.shape[0],), -1.0),
+                                     model.row_noise[E:]])
+    model._cache = None
+
+
+def _restart_lengthscales(model):
+    """An SE kernel's lengthscales back at their start (1 in standardised units), the
+    linearisation point at the data's: a fit that ended at lengthscales under the spacing
+    (the equation held at the points only) stays there when refitted from them."""
+    kern = getattr(model, "kernel", None)
+    if kern is None or getattr(kern, "kern", None) is not None or not hasattr(
+            kern, "lengthscale_unconstrained"):
+        return
+    with torch.no_grad():
+        kern.lengthscale_unconstrained.fill_(0.0)
+        model.f0_set.fill_(False)
+    model._cache = None
+
+
+def resolve(model, refit):
+    """Check the equation between the collocation points and, while it fails, add as many
+    points again and ``refit()`` (module docstring). Sets ``model.resolution``:
+    ``{"between": [r, ...], "points": [M, ...]}`` per round."""
+    from ..errors import NonFiniteError, NotPositiveDefiniteError
+    rounds = int(getattr(model, "collocation_refine", REFINE_DEFAULT))
+    r = between_residual(model)
+    model.resolution = {"between": [r], "points": [_equation_rows(model)]}
+    for k in range(rounds):
+        E = _equation_rows(model)
+        if not r > RESIDUAL_TOL or 2 * E > REFINE_POINTS_MAX:
+            break
+        try:
+            _add_points(model, check_points(model, E, seed=104729 + 31 * k + E))
+            _restart_lengthscales(model)
+            refit()
+            r = between_residual(model)
+        except (NonFiniteError, NotPositiveDefiniteError):
+            break
+        model.resolution["between"].append(r)
+        model.resolution["points"].append(_equation_rows(model))
+    return model.resolution

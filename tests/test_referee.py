@@ -1,0 +1,197 @@
+"""The exact equation as start and referee, collocation that is resolved, and fits that do
+not crash where a retry or a message serves (issue "Never confidently wrong")."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.integrate import solve_ivp
+from torch.distributions import constraints
+
+import pyro_pidkl as pk
+from pyro_pidkl.diagnostics.adequacy import Adequacy
+from pyro_pidkl.infer.exact_fit import fit_exact, trajectory_nll
+from pyro_pidkl.models.referee import RefereeWarning, referee
+from pyro_pidkl.physics import Equation, Parameter
+from pyro_pidkl.physics.scalar_ode import equation_ode
+
+D = torch.float64
+POSITIVE = torch.distributions.transform_to(constraints.positive)
+
+
+def _duffing(f, x, c, k, b):
+    return f.d("t", "t") + c * f.d("t") + k * f + b * f ** 3 - 0.8 * torch.cos(1.2 * x["t"])
+
+
+def _duffing_data(n=50, seed=1, c=0.3, k=1.0, b=0.5):
+    sol = solve_ivp(lambda t, s: [s[1], -c * s[1] - k * s[0] - b * s[0] ** 3
+                                  + 0.8 * np.cos(1.2 * t)],
+                    (0, 10), [1.0, 0.0], dense_output=True, rtol=1e-10, atol=1e-10)
+    t = np.linspace(0, 10, n)
+    y = sol.sol(t)[0] + 0.05 * np.random.default_rng(seed).standard_normal(n)
+    return t, y
+
+
+def test_a_single_equation_is_an_explicit_first_order_system():
+    """f'' + c f' + k f + b f^3 = A cos(w t): the state (f, f'), its rhs in closed form, with
+    a forcing read from x["t"]; an equation nonlinear in its top derivative, a PDE and an
+    equation with no derivative are not explicit ODEs."""
+    eq = Equation(_duffing, inputs=("t",), c=0.3, k=1.0, b=0.5)
+    ode = equation_ode(eq, ("t",))
+    assert ode is not None and ode.order == 2
+    t = torch.tensor([0.0, 0.7, 2.0], dtype=D)
+    x = torch.tensor([[1.0, 0.5], [-2.0, 0.1], [0.3, -1.0]], dtype=D)
+    F = ode.rhs(t, x)
+    want = -0.3 * x[:, 1] - x[:, 0] - 0.5 * x[:, 0] ** 3 + 0.8 * torch.cos(1.2 * t)
+    assert torch.allclose(F[:, 0], x[:, 1]) and torch.allclose(F[:, 1], want)
+    # batched coefficient values
+    F2 = ode.rhs(t, x, {"k": torch.tensor([2.0, 2.0, 2.0], dtype=D)})
+    assert torch.allclose(F2[:, 1], want - x[:, 0])
+    # a coefficient of the top derivative that depends on t: still explicit
+    eq_t = Equation(lambda f, x, a: (1 + x["t"] ** 2) * f.d("t") + a * f, inputs=("t",), a=1.0)
+    ode_t = equation_ode(eq_t, ("t",))
+    assert ode_t.order == 1
+    assert torch.allclose(ode_t.rhs(t, x[:, :1])[:, 0], -x[:, 0] / (1 + t ** 2))
+    assert equation_ode(Equation(lambda f, x: f.d("t") ** 3 + f, inputs=("t",)), ("t",)) is None
+    assert equation_ode(Equation(lambda f, x: f.d("t") - f.d("x", "x"), inputs=("x", "t")),
+                        ("x", "t")) is None
+    assert equation_ode(Equation(lambda f, x: f - 1.0, inputs=("t",)), ("t",)) is None
+
+
+def test_the_equation_ode_integrates_to_the_analytic_solution():
+    """f'' + 4 f = 0, f(0) = 1, f'(0) = 0: cos(2 t), to the solver's tolerance."""
+    eq = Equation(lambda f, x, w2: f.d("t", "t") + w2 * f, inputs=("t",),
+                  w2=Parameter(4.0, fixed=True))
+    ode = equation_ode(eq, ("t",))
+    t = np.linspace(0, 5, 11)
+    traj = ode.integrate(0.0, torch.tensor([[1.0, 0.0]], dtype=D), t, rtol=1e-10, atol=1e-12)
+    assert np.allclose(traj[0, 0], np.cos(2 * t), atol=1e-7)
+    assert np.allclose(traj[0, 1], -2 * np.sin(2 * t), atol=1e-7)
+
+
+def test_the_exact_fit_recovers_a_forced_nonlinear_oscillator_with_covering_intervals():
+    """Three coefficients of the forced cubic oscillator from 50 noisy points, from a start
+    off by up to a factor of three (a Sobol design around it): each within 15%, each 90%
+    interval covering the truth; the profiled likelihood is better at the fit than at a
+    wrong answer."""
+    t, y = _duffing_data()
+    eq = Equation(_duffing, inputs=("t",), c=1.0, k=1.0, b=1.0)
+    ode = equation_ode(eq, ("t",))
+    observations = [(t, y), (np.zeros(0), np.zeros(0))]
+    fit = fit_exact(ode, observations, [(n, POSITIVE, [0.0]) for n in "ckb"],
+                    np.array([[y[0], 0.0]]), 0.0, 10.0, np.array([1.0, 1.0]), design=48,
+                    design_half=np.full(3, math.log(1000)))
+    truth = {"c": 0.3, "k": 1.0, "b": 0.5}
+    iv = fit.intervals(0.9)
+    for n, v in truth.items():
+        assert abs(iv[n]["value"] - v) < 0.15 * v
+        assert iv[n]["lower"] <= v <= iv[n]["upper"] and iv[n]["identified"]
+    assert fit.sd[0] == pytest.approx(0.05, rel=0.3)
+    wrong, _ = trajectory_nll(ode, observations, {"c": 0.3, "k": 1.3, "b": 0.0}, fit.x0,
+                              0.0, 10.0, [1.0, 1.0])
+    assert wrong > fit.nll + 20
+
+
+def _oscillator_model(**kw):
+    def damped_oscillator(f, x, omega, zeta):
+        return f.d("t", "t") + 2 * zeta * omega * f.d("t") + omega ** 2 * f
+    eq = Equation(damped_oscillator, inputs=("t",), omega=Parameter(1.0),
+                  zeta=Parameter(0.5, constraints.unit_interval))
+    data = pk.datasets.problem("oscillator").sample("extrapolation", seed=0)
+    return pk.PhysicsConditionedGP(data.X_train, data.y_train, eq,
+                                   domain=pk.Box(t=(0.0, 6.0)), **kw), data
+
+
+def test_the_referee_agrees_on_a_right_fit_and_its_intervals_cover_both():
+    """The README oscillator: the GP's answer and the exact fit's are equally likely under
+    the exact trajectory; each reported interval covers both estimates."""
+    model, _ = _oscillator_model()
+    pk.fit(model, progress=False)
+    report = model.referee
+    assert report is not None and report.verdict == "agree"
+    assert abs(report.costs["gp"] - report.costs["exact"]) < report.tolerance
+    iv = model.coefficient_intervals(0.9)
+    exact = report.exact.values()
+    for n in ("omega", "zeta"):
+        assert iv[n]["referee"] == "agree"
+        assert iv[n]["lower"] <= exact[n] <= iv[n]["upper"]
+        assert iv[n]["lower"] <= iv[n]["value"] <= iv[n]["upper"]
+    assert iv["omega"]["lower"] < 2.0 < iv["omega"]["upper"]
+
+
+@pytest.mark.slow
+def test_the_referee_replaces_a_wrong_answer_with_the_exact_fits_and_says_so():
+    """A fit left at a wrong optimum (here: its coefficients moved after the fit, as a fit
+    stuck in a wrong basin leaves them) is worse on the exact likelihood by far more than
+    the tolerance: the exact fit's coefficients are reported with its intervals (covering
+    the truth), the GP is refitted to them, and one line says so."""
+    model, data = _oscillator_model()
+    pk.fit(model, progress=False)
+    with torch.no_grad():
+        model.equation.omega_unconstrained.fill_(math.log(1.2))
+    model._cache = None
+    with pytest.warns(RefereeWarning, match="nats worse than the exact-ODE fit") as record:
+        report = referee(model, None)
+    assert len(record) == 1
+    assert report.verdict == "exact" and report.costs["gp"] > report.costs["exact"] + 10
+    values = model.equation_parameters()
+    assert values["omega"] == pytest.approx(2.0, rel=0.02)
+    iv = model.coefficient_intervals(0.9)
+    assert iv["omega"]["referee"] == "exact" and iv["omega"]["lower"] < 2.0 < iv["omega"]["upper"]
+
+
+def test_the_referee_skips_what_it_cannot_score():
+    """An unknown ("gp") source and a PDE are not refereed (no exact likelihood)."""
+    model, _ = _oscillator_model(source="gp")
+    pk.fit(model, progress=False)
+    assert model.referee is None
+
+
+def test_restarts_any_count():
+    """pk.fit(model, restarts=R) for R past the model's listed starts: each extra start is
+    its own, and the best objective is kept (an IndexError before)."""
+    t = torch.linspace(0, 1, 12, dtype=D)
+    y = torch.exp(-2 * t) + 0.01 * torch.randn(12, dtype=D, generator=torch.Generator().manual_seed(0))
+    eq = Equation(lambda f, x, a: f.d("t") + a * f, inputs=("t",), a=Parameter(1.0))
+    model = pk.PhysicsConditionedGP(t, y, eq)
+    result = pk.fit(model, restarts=5, progress=False)
+    assert len(result.starts) == 6 and len(set(np.round(result.starts, 8))) > 3
+    assert model.equation_parameters()["a"] == pytest.approx(2.0, rel=0.1)
+
+
+def test_an_adequacy_message_never_prints_nan():
+    report = Adequacy("equation 'e'", {"equation 'e'": math.nan}, math.nan, False)
+    assert not report.ok and "nan" not in report.message()
+    assert "not finite" in report.message()
+
+
+def _boundary_layer(eps, refine):
+    u = lambda x: x - (torch.exp((x - 1) / eps) - math.exp(-1 / eps)) / (1 - math.exp(-1 / eps))
+    eq = Equation(lambda f, x: -eps * f.d("x", "x") + f.d("x"), inputs=("x",))
+    Z = torch.linspace(0, 1, 102, dtype=D)[1:-1]
+    model = pk.PhysicsConditionedGP(torch.tensor([0.0, 1.0], dtype=D), torch.zeros(2, dtype=D),
+                                    eq, collocation=Z, source=lambda x: torch.ones_like(x["x"]),
+                                    collocation_refine=refine)
+    return model, u
+
+
+def test_a_boundary_layer_is_resolved_by_refinement_or_reported():
+    """-0.02 u'' + u' = 1, u(0) = u(1) = 0 on 100 uniform points: the equation holds at the
+    points and fails between them (u = 0). Without refinement the fit warns in one line
+    that the collocation does not resolve the solution; with the default refinement the
+    points are doubled until it does, and the solution is within 1e-3."""
+    model, u = _boundary_layer(0.02, refine=0)
+    with pytest.warns(UserWarning, match="between the collocation points"):
+        pk.fit(model, progress=False)
+    assert model.adequacy().between > 0.5
+    model, u = _boundary_layer(0.02, refine=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pk.diagnostics.adequacy.ModelMisfitWarning)
+        pk.fit(model, progress=False)
+    x = torch.linspace(0, 1, 1001, dtype=D)
+    mean, _ = model(x)
+    assert float((mean - u(x)).norm() / u(x).norm()) < 1e-3
+    assert model.resolution["points"][0] == 100 and model.resolution["points"][-1] > 100
+    assert model.resolution["between"][-1] < 0.02
