@@ -40,11 +40,16 @@ system's trajectory leaves any data).
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Adequacy", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
+__all__ = ["Adequacy", "BETWEEN_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
 
 #: the equation's RMS residual at the collocation points above this fraction of the RMS
 #: size of its terms: the equation gave way to the data
 RESIDUAL_TOL = 0.02
+
+#: the posterior mean's relative residual on a check set between the collocation points
+#: above this: the collocation does not resolve the solution
+#: (:mod:`~pyro_pidkl.models.resolution`)
+BETWEEN_TOL = 0.25
 
 #: the log evidence ratio below minus this: the data contradict the equation (odds of 100
 #: to 1, "decisive" on Jeffreys' scale)
@@ -69,7 +74,7 @@ class Adequacy:
         trajectory (an explicit ODE with data; else empty).
     :ivar float between: the same relative residual on a check set between the collocation
         points (:mod:`~pyro_pidkl.models.resolution`; ``nan`` where not checked): above
-        :data:`RESIDUAL_TOL` the collocation does not resolve the solution.
+        :data:`BETWEEN_TOL` the collocation does not resolve the solution.
     """
 
     what: str
@@ -93,7 +98,7 @@ class Adequacy:
             worst = max(finite, key=finite.get)
             out.append(f"the posterior mean misses {worst} by {finite[worst]:.1%} of the size "
                        f"of its terms (the equation gave way to the data)")
-        if self.between > RESIDUAL_TOL:
+        if self.between > BETWEEN_TOL:
             out.append(f"between the collocation points the posterior mean misses the "
                        f"equation by {self.between:.1%} of the size of its terms (the "
                        f"collocation does not resolve the solution: more points, "

@@ -47,7 +47,7 @@ from ..infer.exact_fit import fit_exact, trajectory_nll
 from ..infer.laplace import parameters_at
 from .system_stages import stage_tolerance
 
-__all__ = ["Referee", "RefereeWarning", "exact_problem", "referee"]
+__all__ = ["Referee", "RefereeWarning", "equation_problem", "referee", "system_problem"]
 
 
 class RefereeWarning(UserWarning):
@@ -171,7 +171,7 @@ def referee(model, refit=None):
     import time
     began = time.perf_counter()
     model.referee = None
-    problem = exact_problem(model)
+    problem = model._exact_problem() if model._coefficients() else None
     if problem is None:
         return None
     coefficients = problem["coefficients"]      # [(name, transform, [gp, user])]
@@ -260,18 +260,9 @@ def _scalar_coefficients(model):
     return out
 
 
-def exact_problem(model):
-    """The exact fit's setting of a fitted conditioned model (:func:`referee`), or ``None``
-    where it is not refereed (module docstring)."""
-    from .system import ConditionedSystemGP
-    if not model._coefficients():
-        return None
-    if isinstance(model, ConditionedSystemGP):
-        return _system_problem(model)
-    return _equation_problem(model)
-
-
-def _equation_problem(model):
+def equation_problem(model):
+    """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.PhysicsConditionedGP`
+    (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
     from ..physics.scalar_ode import equation_ode
     from .system_starts import LOG_RANGE, _design_box
     if (model.input_dim != 1 or model.source_kind == "gp" or model.conditions
@@ -311,7 +302,9 @@ def _equation_problem(model):
             "design_half": np.minimum(half, LOG_RANGE) if P else None}
 
 
-def _system_problem(model):
+def system_problem(model):
+    """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.ConditionedSystemGP`
+    (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
     from ..infer.shooting import _segment_states
     from .system_stages import _shooting_setup
     if model.ode is None or model.count_outputs or sum(model.counts) < 3:

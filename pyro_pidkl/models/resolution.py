@@ -16,22 +16,27 @@ another seed), relative to the size of the equation's terms, as at the points
         {\big(\tfrac1P \sum_j (\sum_\alpha (J_\alpha \partial^\alpha\mu)(c_j)^2
             + g(c_j)^2)\big)^{1/2}} .
 
-Where it is above :data:`~pyro_pidkl.diagnostics.adequacy.RESIDUAL_TOL`,
+Where it is above :data:`~pyro_pidkl.diagnostics.adequacy.BETWEEN_TOL` (a quarter of the
+terms: derivatives of the mean amplify its error, and a smooth solution to 1e-3 read 6%
+between 40 points),
 :func:`resolve` adds as many points again (a new Sobol set in the domain) and fits again
 from the kernel's starting lengthscales (a fit from lengthscales under the old spacing
 stays there),
 up to ``refine`` times (the model's ``collocation_refine``, default
-:data:`REFINE_DEFAULT`); the adequacy check reports what is left
+:data:`REFINE_DEFAULT`), and keeps the round with the smallest residual between the points
+(more points can also let the lengthscale fall to a degenerate optimum); the adequacy
+check reports what is left
 (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy`), and a fit that
 ends unresolved warns in one line. Not checked: an unknown (``"gp"``) source, whose
 posterior mean *is* the residual.
 """
 
+import copy
 import math
 
 import torch
 
-from ..diagnostics.adequacy import RESIDUAL_TOL
+from ..diagnostics.adequacy import BETWEEN_TOL
 from ..physics.collocation import collocation_set
 from ..physics.linearise import relative, residual_parts
 
@@ -105,6 +110,20 @@ def _restart_lengthscales(model):
     model._cache = None
 
 
+def _snapshot(model):
+    """The model's state, its collocation rows included (their count changes)."""
+    rows = {n: getattr(model, n) for n in ("Z", "Z_s", "f0", "row_noise")}
+    return rows, copy.deepcopy(model.state_dict())
+
+
+def _restore(model, snapshot):
+    rows, state = snapshot
+    for n, v in rows.items():
+        setattr(model, n, v)
+    model.load_state_dict(state)
+    model._cache = None
+
+
 def resolve(model, refit):
     """Check the equation between the collocation points and, while it fails, add as many
     points again and ``refit()`` (module docstring). Sets ``model.resolution``:
@@ -112,18 +131,27 @@ def resolve(model, refit):
     from ..errors import NonFiniteError, NotPositiveDefiniteError
     rounds = int(getattr(model, "collocation_refine", REFINE_DEFAULT))
     r = between_residual(model)
-    model.resolution = {"between": [r], "points": [_equation_rows(model)]}
+    model.resolution = {"between": [r], "points": [_equation_rows(model)], "kept": 0}
+    best = (r, None)
     for k in range(rounds):
         E = _equation_rows(model)
-        if not r > RESIDUAL_TOL or 2 * E > REFINE_POINTS_MAX:
+        if not r > BETWEEN_TOL or 2 * E > REFINE_POINTS_MAX:
             break
+        snapshot = _snapshot(model) if best[1] is None else best[1]
         try:
             _add_points(model, check_points(model, E, seed=104729 + 31 * k + E))
             _restart_lengthscales(model)
             refit()
             r = between_residual(model)
         except (NonFiniteError, NotPositiveDefiniteError):
-            break
+            r = math.nan
         model.resolution["between"].append(r)
         model.resolution["points"].append(_equation_rows(model))
+        if r < best[0]:
+            best = (r, None)
+            model.resolution["kept"] = k + 1
+        else:
+            best = (best[0], snapshot)          # a round that did not help: from the last
+    if best[1] is not None:                     # good one again, the worse rounds dropped
+        _restore(model, best[1])
     return model.resolution

@@ -50,7 +50,7 @@ from .system_counts import CountObservations, likelihood_kinds
 from .system_data import split_by_output
 from .system_joint import SystemJoint
 from .system_matching import TrajectoryMatching
-from .referee import referee
+from .referee import referee, system_problem
 from .system_stages import keep_best_stage
 from .system_starts import default_starts
 
@@ -356,6 +356,9 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
         stage (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`)."""
         keep_best_stage(self, refit)
         referee(self, refit)
+
+    def _exact_problem(self):
+        return system_problem(self)
 
     def _shoots(self):
         """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE

@@ -100,19 +100,29 @@ def equation_ode(equation, names, source=None, seed=0, trials=3, rtol=1e-8):
         return None
     ode = EquationODE(equation, names, n, source)
     settings = [{}] + [_random_parameters(equation, g, torch.float64) for _ in range(trials)]
+    judged = 0
     with torch.no_grad():
         for k, values in enumerate(settings):
             state = (1 + 4 * k) * torch.randn(7, n, generator=g, dtype=torch.float64)
-            t = points[:, 0]
-            try:
-                h = [ode._psi(t, state, state.new_full((7,), float(a)), values) for a in (0, 1, 2)]
-            except (ValueError, TypeError, RuntimeError):
-                return None
-            w = h[1] - h[0]
-            curve = h[2] - 2 * h[1] + h[0]
-            size = h[0].abs() + w.abs() + 1.0
-            if not bool(torch.isfinite(w).all()) or bool((w.abs() <= rtol * size).any()):
-                return None
-            if bool((curve.abs() > 1e-6 * size).any()):
-                return None
+            # signed states, and positive ones (a growth law's power or log of f is only
+            # defined there): points where psi is not finite are not judged
+            for trial in (state, state.abs() + 0.1):
+                t = points[:, 0]
+                try:
+                    h = [ode._psi(t, trial, trial.new_full((7,), float(a)), values)
+                         for a in (0, 1, 2)]
+                except (ValueError, TypeError, RuntimeError):
+                    return None
+                ok = torch.isfinite(h[0]) & torch.isfinite(h[1]) & torch.isfinite(h[2])
+                if int(ok.sum()) < 3:
+                    continue
+                judged += 1
+                h = [v[ok] for v in h]
+                w = h[1] - h[0]
+                curve = h[2] - 2 * h[1] + h[0]
+                size = h[0].abs() + w.abs() + 1.0
+                if bool((w.abs() <= rtol * size).any()) or bool((curve.abs() > 1e-6 * size).any()):
+                    return None
+    if not judged:
+        return None
     return ode
