@@ -37,6 +37,9 @@ _SOURCES = {
     "PhysicsTerm": "physics", "ExplicitODE": "physics", "explicit_ode": "physics",
     "SystemPIDKL": "models", "SystemPhysicsTerm": "physics",
     "SparseCholeskySolver": "models", "Matern72": "kernels",
+    "Referee": "models", "RefereeWarning": "models", "exact_fit": "models",
+    "ExactFit": "infer", "fit_exact": "infer", "EquationODE": "physics",
+    "equation_ode": "physics",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
 

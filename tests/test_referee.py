@@ -195,3 +195,16 @@ def test_a_boundary_layer_is_resolved_by_refinement_or_reported():
     assert float((mean - u(x)).norm() / u(x).norm()) < 1e-3
     assert model.resolution["points"][0] == 100 and model.resolution["points"][-1] > 100
     assert model.resolution["between"][-1] < 0.02
+
+
+def test_the_exact_fit_of_a_model_is_exposed_and_refuses_what_it_cannot_fit():
+    """pk.exact_fit(model): the textbook fit of the model's own equation and data, before or
+    after the GP's fit; a model with an unknown source has no exact likelihood."""
+    model, _ = _oscillator_model()
+    found = pk.exact_fit(model)
+    iv = found.intervals(0.9)
+    assert iv["omega"]["lower"] < 2.0 < iv["omega"]["upper"]
+    assert iv["zeta"]["lower"] < 0.15 < iv["zeta"]["upper"]
+    model, _ = _oscillator_model(source="gp")
+    with pytest.raises(ValueError, match="explicit ODE"):
+        pk.exact_fit(model)

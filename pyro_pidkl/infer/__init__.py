@@ -2,6 +2,7 @@
 training."""
 
 from .elbo import PriorGuideELBO
+from .exact_fit import ExactFit, fit_exact
 from .lbfgs import fit_lbfgs
 from .nuts import CoefficientSamples, fit_coefficient_guide, sample_coefficients
 from .restarts import Ensemble, fit_restarts, training_objective
@@ -11,6 +12,6 @@ from .svi import FitResult, default_elbo, fit, svi_step
 from .threads import fit_threads, torch_threads
 from .workers import worker_init
 
-__all__ = ["CVResult", "CoefficientSamples", "Ensemble", "FitResult", "PriorGuideELBO", "cross_validate",
+__all__ = ["CVResult", "CoefficientSamples", "Ensemble", "ExactFit", "fit_exact", "FitResult", "PriorGuideELBO", "cross_validate",
            "default_elbo", "fit", "ShootingResult", "fit_by_shooting", "fit_coefficient_guide", "fit_lbfgs", "fit_restarts", "fit_threads", "holdout_split",
            "kfold_splits", "sample_coefficients", "svi_step", "torch_threads", "training_objective", "worker_init"]

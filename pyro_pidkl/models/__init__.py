@@ -9,10 +9,11 @@ from .exact_gp import ExactGP
 from .lfm import LFM
 from .linearised import ConvergenceWarning, GaussNewtonResult
 from .pidkl import PIDKL
+from .referee import Referee, RefereeWarning, exact_fit
 from .sparse import SparseGP, SparsePIDKL
 from .sparse_solver import SparseCholeskySolver, SparseSolveResult
 from .system import ConditionedSystemGP
 from .system_pidkl import SystemPIDKL
 
-__all__ = ["ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "SKL",
-           "SparseCholeskySolver", "SparseGP", "SparsePIDKL", "SparseSolveResult", "SystemPIDKL", "collocation_points"]
+__all__ = ["ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult", "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "Referee", "RefereeWarning", "SKL",
+           "SparseCholeskySolver", "SparseGP", "SparsePIDKL", "SparseSolveResult", "SystemPIDKL", "collocation_points", "exact_fit"]

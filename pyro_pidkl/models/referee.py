@@ -47,7 +47,8 @@ from ..infer.exact_fit import fit_exact, trajectory_nll
 from ..infer.laplace import parameters_at
 from .system_stages import stage_tolerance
 
-__all__ = ["Referee", "RefereeWarning", "equation_problem", "referee", "system_problem"]
+__all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
+           "system_problem"]
 
 
 class RefereeWarning(UserWarning):
@@ -163,6 +164,37 @@ def _prior_hessian(model, theta):
     return H.detach().numpy()
 
 
+def _fit_problem(model, problem):
+    return fit_exact(problem["ode"], problem["observations"], problem["coefficients"],
+                     problem["starts"], problem["t0"], problem["t1"], problem["scale"],
+                     design=problem.get("design", 0), design_half=problem.get("design_half"),
+                     design_states=problem.get("design_states"), prior=_normal_prior(model),
+                     prior_precision=lambda theta: _prior_hessian(model, theta))
+
+
+def exact_fit(model):
+    r"""The textbook fit of a conditioned model's explicit ODE on its data
+    (:func:`~pyro_pidkl.infer.exact_fit.fit_exact`: the exact trajectory by least squares,
+    from the model's current coefficients and posterior mean and from the user's starting
+    values, with the coefficients' priors), to compare with the GP's answer; what
+    :func:`referee` runs after every fit (``model.referee.exact``).
+
+    :returns: an :class:`~pyro_pidkl.infer.exact_fit.ExactFit` (``values()``,
+        ``intervals(prob)``, ``predict(ode, t)``).
+    :raises ValueError: where the model has no exact likelihood (module docstring)."""
+    problem = model._exact_problem() if model._coefficients() else None
+    if problem is None:
+        raise ValueError(f"Expected an explicit ODE with learned coefficients, Gaussian data and "
+                         f"a known source (no conditions, one input) for an exact fit; "
+                         f"{model._what()} is not one")
+    with torch.no_grad():
+        found = _fit_problem(model, problem)
+    if found is None:
+        raise ValueError(f"The exact fit of {model._what()} failed from every start (the "
+                         f"trajectories did not integrate)")
+    return found
+
+
 def referee(model, refit=None):
     r"""Referee a fitted conditioned model on its exact ODE (module docstring): sets and
     returns ``model.referee`` (a :class:`Referee`, or ``None`` where the model is not
@@ -175,12 +207,7 @@ def referee(model, refit=None):
     if problem is None:
         return None
     coefficients = problem["coefficients"]      # [(name, transform, [gp, user])]
-    exact = fit_exact(problem["ode"], problem["observations"], coefficients,
-                      problem["starts"], problem["t0"], problem["t1"], problem["scale"],
-                      design=problem.get("design", 0), design_half=problem.get("design_half"),
-                      design_states=problem.get("design_states"),
-                      prior=_normal_prior(model),
-                      prior_precision=lambda theta: _prior_hessian(model, theta))
+    exact = _fit_problem(model, problem)
     if exact is None:
         return None
     gp_values = {n: float(t(torch.tensor(s[0]))) for n, t, s in coefficients}

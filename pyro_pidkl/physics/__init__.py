@@ -9,12 +9,14 @@ from .geometry import Difference, Disk, Polygon, Rectangle, Shape, TimeProduct
 from .linearise import JetField, Linearisation, is_linear, linearise
 from .system import EquationSystem, is_linear_system, linearise_system
 from .ode import ExplicitODE, explicit_ode
+from .scalar_ode import EquationODE, equation_ode
 from .posterior_draw import DrawField, PosteriorDraw
 from .library import burgers_1d, diffusion_2d, first_order_ode, heat_1d, poisson_2d
 from .term import PhysicsTerm
 from .system_term import SystemPhysicsTerm
 
 __all__ = [
+    "EquationODE", "equation_ode",
     "Box",
     "DrawField",
     "PosteriorDraw",
