@@ -31,12 +31,17 @@ def own_parameters(method):
     holds under its parameters' names, and *adopts* it: after predicting with one model,
     a second model with the same names (``kernel.kern.lengthscale``, ``noise``, ...) would
     predict with, and keep, the first one's values. Inside the scope each model registers,
-    and so uses, its own tensors; the store is restored afterwards.
+    and so uses, its own tensors; the store is restored afterwards. A user's ``pyro.param``
+    sites kept on the model by its fit (:mod:`~pyro_pidkl.infer.user_params`) are put in
+    the scope.
     """
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         if _SHARED[0]:
             return method(*args, **kwargs)
         with pyro.get_param_store().scope():
+            if args and getattr(args[0], "_user_params", None):   # a user's pyro.param sites
+                from .infer.user_params import put_user_params
+                put_user_params(args[0])
             return method(*args, **kwargs)
     return wrapper

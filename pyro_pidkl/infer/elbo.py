@@ -51,8 +51,8 @@ class _FactorSum(Messenger):
             if msg["name"] not in self.latent:
                 raise ValueError(
                     f"PriorGuideELBO: the latent site {msg['name']!r} is not one the model "
-                    f"declares its guide to draw from the prior ({sorted(self.latent)}); "
-                    "use Trace_ELBO for this model")
+                    f"declares its guide to draw from the prior ({sorted(self.latent)}; "
+                    "give the fit a guide for it: pk.fit(model, guide='normal'))")
             return
         log_p = msg["fn"].log_prob(msg["value"], *msg["args"], **msg["kwargs"])
         self.total = self.total + scale_and_mask(log_p, msg["scale"], msg["mask"]).sum()

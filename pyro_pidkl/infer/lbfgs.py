@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..checks import positive_int
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+from .user_params import clear_store
 from .fit_result import (FitResult, _mark_fitted, _mark_started, default_elbo,
                          divergence_advice)
 
@@ -205,7 +206,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
     t0 = time.perf_counter()
     bar = tqdm(disable=not progress, desc=f"{type(model).__name__} (L-BFGS)", leave=False,
                dynamic_ncols=True)
-    pyro.clear_param_store()
+    clear_store(model, keep=False)
     _mark_started(model)
     prepare = getattr(model, "prepare_fit", None)
     if prepare is not None:
@@ -233,7 +234,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
         after = getattr(model, "after_fit", None)
         if after is not None:                # e.g. a system keeps its best stage
             def refit():
-                pyro.clear_param_store()
+                clear_store(model)
                 return _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
             after(refit)
             result.stages = dict(getattr(model, "stage_costs", None) or {})
@@ -243,7 +244,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
         _mark_fitted(model, result)
     finally:
         bar.close()
-        pyro.clear_param_store()
+        clear_store(model)
         result.seconds = time.perf_counter() - t0
         result.num_steps = len(result.losses)
     return result
@@ -269,7 +270,7 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
             with (subset(getattr(model, "screen_data", None)) if subset is not None
                   else contextlib.nullcontext()):
                 _continue(model, elbo, max_iter, tol, bar, result)
-                pyro.clear_param_store()
+                clear_store(model)
                 value = _one_start(model, elbo, min(max_iter, 10) if screen else max_iter,
                                    max(tol, 1e-4) if screen else tol,
                                    2 if screen else outer_max, bar, result)
@@ -285,7 +286,7 @@ def _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result):
     if best[2] is not None:
         model.load_state_dict(best[2])
         if screen:                                # polish the best start
-            pyro.clear_param_store()
+            clear_store(model)
             value = _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
             best = (value, best[1], None)
     return best
@@ -301,7 +302,7 @@ def _continue(model, elbo, max_iter, tol, bar, result):
     if stages is None:
         return
     for _ in stages():
-        pyro.clear_param_store()
+        clear_store(model)
         try:
             _one_start(model, elbo, min(max_iter, 100), max(tol, 1e-5), 3, bar, result)
         except FitDivergedError:

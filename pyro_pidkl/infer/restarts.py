@@ -24,6 +24,7 @@ import torch
 
 from ..checks import positive_int
 from .svi import default_elbo, fit
+from .user_params import put_user_params
 
 __all__ = ["Ensemble", "fit_restarts", "restart_seed", "training_objective"]
 
@@ -47,6 +48,7 @@ def training_objective(model, num_particles=64, seed=0):
     # the store held (another model's fit, say) is back afterwards; the random state too
     with pyro.get_param_store().scope(), pyro.poutine.seed(rng_seed=seed), \
             torch.enable_grad():  # the physics term differentiates the posterior draw
+        put_user_params(model)    # a user's pyro.param sites, as the fit left them
         value = elbo.differentiable_loss(model.model, model.guide)
     return float(value.detach())
 

@@ -12,6 +12,8 @@ from tqdm import tqdm
 
 from ..checks import positive_int, positive_number
 from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+from .guides import make_guide
+from .user_params import clear_store
 from .fit_result import (FitResult, _mark_fitted, _mark_started, default_elbo,
                          divergence_advice)
 from .lbfgs import fit_lbfgs
@@ -105,7 +107,12 @@ def fit(model, num_steps=1000, lr=0.01, num_particles=1, vectorize_particles=Tru
         has one, e.g. ``TraceMeanField_ELBO`` for :class:`~pyro_pidkl.models.SparsePIDKL`,
         else :class:`~pyro_pidkl.infer.elbo.PriorGuideELBO`, which is ``Trace_ELBO``'s
         estimate computed in one pass when the guide is the prior).
-    :param guide: a guide overriding ``model.guide``.
+    :param guide: a guide for ``pyro.sample`` sites added to ``model()``: an autoguide's
+        name (``"normal"``, ``"mvn"``, ``"delta"``, ``"laplace"``), an ``AutoGuide`` class or
+        a guide function, joined to the model's own draws of its prior sites
+        (:func:`~pyro_pidkl.infer.guides.make_guide`); the fit is then ``Trace_ELBO``'s and
+        the guide is ``result.guide``. A ``pyro.param`` added to ``model()`` needs nothing:
+        it is learned and kept (:mod:`~pyro_pidkl.infer.user_params`).
     :param callback: ``callback(step, loss)`` after each step.
     :param str method: ``"auto"``, ``"adam"`` (SVI) or ``"lbfgs"``.
     :param float tol: L-BFGS stops when the objective changes by less than ``tol`` times its
@@ -161,7 +168,7 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
                          seed=seed, progress=progress)
     if seed is not None:
         pyro.set_rng_seed(seed)
-    pyro.clear_param_store()
+    clear_store(model, keep=False)
     if optimizer is None and lr_final is not None:
         optimizer = decaying_adam(lr, lr_final, num_steps)
     # the default: one foreach Adam over every parameter (tests/test_fit.py checks it against
@@ -169,7 +176,7 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
     optimizer = optimizer or _TorchAdam(lr)
     if loss is None:
         loss = default_elbo(model, num_particles, vectorize_particles)
-    guide = guide or model.guide
+    guide = model.guide if guide is None else make_guide(model, guide)
     relinearise = (getattr(model, "relinearise", None)
                    if not getattr(model, "linear", True) else None)
     result = FitResult()
@@ -211,9 +218,10 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
             if callback is not None:
                 callback(step, float(value))
         _mark_fitted(model, result)
+        result.guide = guide
     finally:
         bar.close()
         result.seconds = time.perf_counter() - start
         result.num_steps = len(result.losses)
-        pyro.clear_param_store()
+        clear_store(model)
     return result
