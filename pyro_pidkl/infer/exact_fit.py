@@ -117,7 +117,8 @@ class _WithValues:
     integrate_fixed = ExplicitODE.integrate_fixed
 
 
-def trajectory_nll(ode, observations, values, x0, t0, t1, scale, sd=None, max_nfev=60):
+def trajectory_nll(ode, observations, values, x0, t0, t1, scale, sd=None, max_nfev=60,
+                   known=None):
     r""":math:`\min_{x_0}` of the profiled negative log-likelihood (module docstring) with
     the coefficients held at ``values`` (``{name: float}``, constrained), the initial state
     fitted by single shooting from ``x0``: ``(nll, x0)`` (``nll`` is ``inf`` where the
@@ -126,17 +127,19 @@ def trajectory_nll(ode, observations, values, x0, t0, t1, scale, sd=None, max_nf
     sd = 0.05 * scale if sd is None else np.asarray(sd, dtype=float)
     found = fit_by_shooting(_WithValues(ode, values), observations, [],
                             np.asarray(x0, dtype=float), t0, t1, scale, sd.copy(), segments=1,
-                            max_nfev=max_nfev)
+                            max_nfev=max_nfev, known=known)
     return found.nll, found.x0
 
 
-def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precision=None):
+def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precision=None,
+             known=None):
     """The Gauss-Newton covariance of ``v`` (unconstrained coefficients, then the state over
     the scale) with the coefficients' prior precision ``(P, P)`` added, whether each
     coefficient is identified by the data alone (a vague normal prior of sd
     :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD` instead, as the conditioned GPs
     judge it), and the noise scales it used."""
     shooting = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
+    shooting.known = dict(known or {})
     r = shooting.fun(v)[:len(shooting.obs_c)] * sd[shooting.obs_c]
     n, p = r.size, v.size
     P = len(transforms)
@@ -173,7 +176,7 @@ def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precisio
 
 def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None,
               design=0, design_half=None, design_states=None, refine=1, iterations=20, prior=None,
-              prior_precision=None, seed=0):
+              prior_precision=None, known=None, seed=0):
     r"""Fit the ODE's exact trajectory to the data (module docstring).
 
     :param ode: an :class:`~pyro_pidkl.physics.ode.ExplicitODE` (or an
@@ -198,6 +201,7 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
         (:func:`~pyro_pidkl.infer.multistart.multistart_shooting`).
     :param prior: ``(loc, sd)`` ``(P,)`` each: a normal prior on the unconstrained
         coefficients, fitted with the data (a MAP fit; ``nll`` stays the data's).
+    :param known: ``{component: value}``: known initial states at ``t0`` (held).
     :param prior_precision: ``theta -> (P, P)``, the Hessian of the coefficients' negative
         log prior at unconstrained ``theta``, added to the Laplace precision (default none:
         a coefficient the data leave free has an infinite interval).
@@ -228,13 +232,13 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
             more[:, :, c] += box[:, len(centre) + j][:, None] - states[0, 0, c]
         states = np.concatenate([states, more])
     found = multistart_shooting(ode, observations, transforms, theta, states, t0, t1, scale, sd,
-                                iterations=iterations, prior=prior)
+                                iterations=iterations, prior=prior, known=known)
     best = None
     rows = [k for k in range(len(found.cost)) if np.isfinite(found.cost[k])][:refine]
     for th, x in [(found.theta[k], found.x0[k]) for k in rows]:
         start = [(n, t, float(v)) for (n, t), v in zip(transforms, th)]
         shot = fit_by_shooting(ode, observations, start, x, t0, t1, scale, sd.copy(),
-                               segments=1, prior=prior)
+                               segments=1, prior=prior, known=known)
         if np.isfinite(shot.cost) and (best is None or shot.cost < best.cost):
             best = shot
     if best is None:
@@ -242,7 +246,7 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
     v = np.r_[best.theta, best.x0 / scale]
     prior = None if prior_precision is None else prior_precision(best.theta)
     cov, identified, sd_hat = _laplace(ode, observations, transforms, v, t0, t1, scale,
-                                       best.sd, prior)
+                                       best.sd, prior, known)
     return ExactFit(names, np.asarray(best.theta, dtype=float), [t for _, t in transforms],
                     np.asarray(best.x0, dtype=float), float(t0), sd_hat, float(best.nll), cov,
                     scale, identified, starts=len(theta), seconds=time.perf_counter() - began)

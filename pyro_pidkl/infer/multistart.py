@@ -102,6 +102,7 @@ class _Batch:
         self.max_step = delta / steps
         self.weight = 0.0
         self.prior = None             # (loc, sd) of a normal prior on the coefficients
+        self.known = {}               # {component: value}: known initial states
 
     def __call__(self, V):
         """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``; a row with a
@@ -109,6 +110,10 @@ class _Batch:
         B, K, C, P = V.shape[0], self.K, self.C, self.P
         values = {n: t(V[:, i]).repeat_interleave(K) for i, (n, t) in enumerate(self.transforms)}
         S = V[:, P:].reshape(B, K, C)
+        if self.known:                      # known initial states: held, whatever V says
+            S = S.clone()
+            for c, value in self.known.items():
+                S[:, 0, c] = value / self.scale[c]
         x = (S * self.scale).reshape(B * K, C)
         offset = torch.as_tensor(np.tile(self.edges[:K], B))
         traj = self.ode.integrate_fixed(x, self.local, values, offset, self.max_step)
@@ -196,7 +201,7 @@ def _levenberg_marquardt(residuals, V, iterations, tol=1e-8):
 
 def multistart_shooting(ode, observations, transforms, theta_starts, state_starts, t0, t1,
                         scale, sd, weights=(1.0, 10.0, 100.0), iterations=30,
-                        steps=16, keep=None, prior=None):
+                        steps=16, keep=None, prior=None, known=None):
     r"""Fit the ODE's trajectories to the data from every start at once (module docstring).
 
     :param ode: an :class:`~pyro_pidkl.physics.ode.ExplicitODE`.
@@ -221,6 +226,7 @@ def multistart_shooting(ode, observations, transforms, theta_starts, state_start
         the cut, in 30% more time).
     :param prior: ``(loc, sd)`` ``(P,)`` each: a normal prior on the unconstrained
         coefficients whose standardised residuals join the data's (a MAP fit).
+    :param known: ``{component: value}``: known initial states at ``t0``, held.
     :returns: a :class:`MultistartResult`.
     """
     began = time.perf_counter()
@@ -235,6 +241,7 @@ def multistart_shooting(ode, observations, transforms, theta_starts, state_start
     if prior is not None:
         multi.prior = single.prior = tuple(torch.as_tensor(np.asarray(a, dtype=float))
                                            for a in prior)
+    multi.known = single.known = dict(known or {})
     with torch.no_grad():
         V = torch.cat([theta_starts, (states / scale_t).reshape(S, -1)], 1)
         start_cost = single.profiled(single(V[:, :P + C]))
@@ -255,7 +262,10 @@ def multistart_shooting(ode, observations, transforms, theta_starts, state_start
         W, _ = _levenberg_marquardt(single, V[:, :P + C], max(1, iterations // 3))
         cost = single.profiled(single(W))
     order = torch.argsort(cost)
-    return MultistartResult(W[order, :P].numpy(), (W[order, P:] * scale_t).numpy(),
+    x0 = W[order, P:] * scale_t
+    for c, value in (known or {}).items():
+        x0[:, c] = value
+    return MultistartResult(W[order, :P].numpy(), x0.numpy(),
                             cost[order].numpy(), start_cost.numpy(),
                             kept[order].numpy(),
                             time.perf_counter() - began)

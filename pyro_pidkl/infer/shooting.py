@@ -81,6 +81,8 @@ class _Shooting:
         #: ``(loc, sd)`` of a normal prior on the unconstrained coefficients, or ``None``:
         #: its standardised residuals follow the data's (a MAP fit)
         self.prior = None
+        #: ``{component: value}``: initial states that are known (held)
+        self.known = {}
 
     def batch(self, V):
         """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``, or ``None``."""
@@ -89,6 +91,10 @@ class _Shooting:
         values = {n: t(theta[:, i]).repeat_interleave(K)
                   for i, (n, t) in enumerate(self.transforms)}
         S = V[:, P:].reshape(B, K, C)
+        if self.known:                      # known initial states: held, whatever v says
+            S = S.copy()
+            for c, value in self.known.items():
+                S[:, 0, c] = value / self.scale[c]
         x = torch.as_tensor((S * self.scale).reshape(B * K, C))
         offset = np.tile(self.edges[:K], B)
         traj = self.ode.integrate(0.0, x, self.local, values, t_offset=offset)
@@ -133,7 +139,7 @@ def _segment_states(ode, theta_values, x0, t0, edges):
 
 def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
                     segments=None, weights=(1.0, 10.0, 100.0), max_nfev=60, refine_sd=True,
-                    judged_from=None, prior=None):
+                    judged_from=None, prior=None, known=None):
     r"""Fit an ODE's coefficients and initial state to data by multiple shooting, then
     single shooting (module docstring).
 
@@ -155,6 +161,8 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     :param prior: ``(loc, sd)`` ``(P,)`` each: a normal prior on the unconstrained
         coefficients whose standardised residuals join the data's (a MAP fit; ``cost``
         includes them, ``nll`` does not).
+    :param known: ``{component: value}``: initial states at ``t0`` that are known (a
+        condition's): held at their values.
     :param judged_from: ``(theta, x0)`` where ``start_cost`` is measured (default: the
         start): a fit started elsewhere (another start's answer) judged against the
         caller's own start.
@@ -172,7 +180,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
 
     def shooting(sd, K=1, weight=0.0):
         out = _Shooting(ode, observations, transforms, t0, t1, K, scale, sd, weight)
-        out.prior = prior
+        out.prior, out.known = prior, dict(known or {})
         return out
 
     def single(theta, x0, sd, nfev):
@@ -217,6 +225,9 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         stages.append((1, 0.0, cost))
     # the start's cost at the noise scales the fit ended with: the two compare
     start_cost = single_cost(*judge, sd)
+    x0 = np.array(x0, dtype=float)
+    for c, value in (known or {}).items():
+        x0[c] = value
     return ShootingResult(theta, x0, cost, sd, start_cost, stages,
                           profiled_nll(shooting(sd), np.r_[theta, x0 / scale]))
 

@@ -114,7 +114,8 @@ def _cost(model, values, problem):
     """:math:`c(\\theta)` of coefficient ``values`` ``{name: float}`` (module docstring)
     and the initial state it ends with."""
     nll, x0 = trajectory_nll(problem["ode"], problem["observations"], values,
-                             problem["x0"], problem["t0"], problem["t1"], problem["scale"])
+                             problem["x0"], problem["t0"], problem["t1"], problem["scale"],
+                             known=problem.get("known"))
     return nll - _log_prior(model, values), x0
 
 
@@ -169,6 +170,7 @@ def _fit_problem(model, problem):
                      problem["starts"], problem["t0"], problem["t1"], problem["scale"],
                      design=problem.get("design", 0), design_half=problem.get("design_half"),
                      design_states=problem.get("design_states"), prior=_normal_prior(model),
+                     known=problem.get("known"),
                      prior_precision=lambda theta: _prior_hessian(model, theta))
 
 
@@ -364,6 +366,10 @@ def system_problem(model):
             starts.append(np.asarray(S))
             thetas.append(list(theta))
     coefficients = [(n, t, [th[k] for th in thetas]) for k, (n, t, _) in enumerate(coefficients)]
+    known = model.known_states(t0)
+    for c, value in known.items():
+        for S in starts:
+            S[0, c] = value
     return {"ode": model.ode, "observations": observations, "coefficients": coefficients,
-            "starts": np.stack(starts), "x0": states[0], "t0": t0, "t1": t1,
-            "scale": np.asarray(scale, dtype=float)}
+            "starts": np.stack(starts), "x0": starts[0][0], "t0": t0, "t1": t1,
+            "scale": np.asarray(scale, dtype=float), "known": known}

@@ -48,6 +48,7 @@ from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from .parameter_uncertainty import ParameterUncertainty, with_point_priors
 from .system_counts import CountObservations, likelihood_kinds
 from .system_data import split_by_output
+from .system_conditions import SystemConditions
 from .system_joint import SystemJoint
 from .system_matching import TrajectoryMatching
 from .referee import referee, system_problem
@@ -76,8 +77,9 @@ def _fill(held, index, learned):
     return held.index_put((torch.tensor(index),), learned)
 
 
-class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
-                          LinearisedConditioning, ParameterUncertainty, PyroModule):
+class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
+                          CountObservations, LinearisedConditioning, ParameterUncertainty,
+                          PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -113,6 +115,11 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
         conditioned on through the Laplace approximation
         (:mod:`~pyro_pidkl.models.system_counts`; write the system for the logs, as for
         log-normal data); the others are Gaussian.
+    :param conditions: known values of any output, measured or not, and of their
+        derivatives: :class:`~pyro_pidkl.physics.Condition` objects whose operator reads the
+        outputs by name (``Condition([[0.0]], lambda f, x: f["S"], 0.99)``), conditioned on
+        like the equations (:mod:`~pyro_pidkl.models.system_conditions`); a value at the
+        first time is a known initial state for the shooting stages too.
     :param int multistart: for an explicit ODE with data, the number of starts of the
         shooting stage's search over the coefficients and the initial states of outputs
         nobody measured (:mod:`~pyro_pidkl.models.system_starts`; default: 64 per searched
@@ -126,7 +133,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
                  design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
                  noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
                  newton_max_iter=30, seed=0, parameter_uncertainty=True, priors=None,
-                 multistart=None, likelihoods=None, dtype=torch.float64):
+                 multistart=None, likelihoods=None, conditions=(), dtype=torch.float64):
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -210,6 +217,7 @@ class ConditionedSystemGP(SystemJoint, TrajectoryMatching, CountObservations,
                                                 dtype=dtype),
                                    constraints.greater_than(float(noise_floor)))
         Z = collocation_set(collocation, self.domain, names, design, seed, dtype)
+        Z = self._set_conditions(conditions, Z)      # known values' points appended
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
         if not (residual_noise > 0 and math.isfinite(residual_noise)):

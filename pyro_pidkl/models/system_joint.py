@@ -61,6 +61,8 @@ class SystemJoint:
                          for i, v in coef.items()}
             if () in coef:
                 b[e] = b[e] + coef[()] * levels[c]
+        if self.system_conditions:
+            w["conditions"] = self._condition_linearisation(f0)
         return w, torch.stack(b)
 
     def joint(self, w, b, closed_form=True, operators=None):
@@ -98,12 +100,18 @@ class SystemJoint:
                    for e in range(E)]
             cross.append(torch.cat(col, 0))
             data.append(self._data_covariance(c, noises[c]))
-        K_vy = torch.cat(cross, 1)
-        K_yy = torch.block_diag(*data)
+        K_vy = torch.cat(cross, 1) if cross else self.Z.new_zeros(E * M, 0)
+        K_yy = torch.block_diag(*data) if data else self.Z.new_zeros(0, 0)
+        virtual = [-b.reshape(-1)]
+        if self.system_conditions:           # known values: more virtual rows
+            K_cv, K_cc, K_cy, obs_c = self._condition_blocks(w, ops)
+            K_vv = torch.cat([torch.cat([K_vv, K_cv.T], 1), torch.cat([K_cv, K_cc], 1)], 0)
+            K_vy = torch.cat([K_vy, K_cy], 0)
+            virtual.append(obs_c)
         A = torch.cat([torch.cat([K_vv, K_vy], 1), torch.cat([K_vy.T, K_yy], 1)], 0)
         ys, mean = self.y_s, self.mean
-        obs = torch.cat([-b.reshape(-1)] + [ys[c] - mean[c] for c in range(C) if self.counts[c]])
-        joint = JointGaussian(A, obs, E * M, closed_form=closed_form)
+        obs = torch.cat(virtual + [ys[c] - mean[c] for c in range(C) if self.counts[c]])
+        joint = JointGaussian(A, obs, K_vv.shape[0], closed_form=closed_form)
         joint.w, joint.operators = w, ops
         return joint
 
@@ -132,6 +140,8 @@ class SystemJoint:
                                OperatorCovariance(self.kernels[c], U, self.X_s[c]))
         parts = [UZ({index: 1.0}, joint.w[(e, c)]) if (e, c) in joint.w
                  else U.new_zeros(U.shape[0], M) for e in range(E)]
+        if self.system_conditions:
+            parts += self._condition_cross(joint, c, U, index, UZ)
         for c2, n in enumerate(self.counts):
             if n:
                 parts.append(UX({index: 1.0}, {(): 1.0}) if c2 == c
@@ -167,6 +177,8 @@ class SystemJoint:
                         g[k] += ZZ.matvec({idx: 1.0}, joint.w[(e, c)], alpha[e * M:(e + 1) * M])
                 if self.counts[c]:
                     g[k] += ZX.matvec({idx: 1.0}, {(): 1.0}, alpha[where[c]])
+                if self.system_conditions:
+                    g[k] += self._condition_jet(joint, c, alpha, idx, ZZ)
             out.append(self._user_jet(c, g))
         return torch.stack(out)
 

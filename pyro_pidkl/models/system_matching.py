@@ -158,6 +158,9 @@ class TrajectoryMatching:
             sd = np.maximum((self.y_scale * self.noises().sqrt()).numpy(), 0.05 * scale)
         observations = [(X[:, 0].numpy(), y.numpy())
                         for X, y in zip(self.X_by_output, self.y_by_output)]
+        known = self.known_states(t0)            # conditions' values at the start
+        for c, value in known.items():
+            x0[c] = value
         # the same start gives the same fit (deterministic): a fit's second start, which
         # begins where the first did, reuses it
         key = (tuple(c[2] for c in coefficients), x0.tobytes(), sd.tobytes(), segments)
@@ -166,10 +169,11 @@ class TrajectoryMatching:
         else:
             if self.multistart > 1 and segments is None:
                 result = shoot_from_many_starts(self, coefficients, x0, jets, t0, t1,
-                                                observations, scale, sd, self.multistart)
+                                                observations, scale, sd, self.multistart,
+                                                known)
             else:
                 result = fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale,
-                                         sd, segments=segments)
+                                         sd, segments=segments, known=known)
             self._shot = (key, result)
         if not result.improved:
             return result

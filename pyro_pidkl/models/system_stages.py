@@ -77,8 +77,10 @@ def trajectory_cost(model, theta=None, x0=None):
             jets = model.f0 if bool(model.f0_set) else model._data_jet()
             x0 = jets[:, 0, int((model.Z[:, 0] - t0).abs().argmin())].numpy()
     with torch.no_grad(), parameters_at(tensors, values):
+        known = model.known_states(t0)
         found = fit_by_shooting(ode, observations, [], np.asarray(x0, dtype=float), t0, t1,
-                                scale, np.maximum(0.05 * scale, 1e-12), segments=1)
+                                scale, np.maximum(0.05 * scale, 1e-12), segments=1,
+                                known=known)
         grid = np.unique(np.r_[t0, np.concatenate([t for t, _ in observations])])
         traj = ode.integrate(t0, torch.as_tensor(found.x0)[None], grid)
     if traj is None:

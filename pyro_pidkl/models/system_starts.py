@@ -61,7 +61,7 @@ def _design_box(model):
 
 
 def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, scale, sd,
-                           starts):
+                           starts, known=None):
     r"""Shooting from ``starts`` starts (module docstring), the first of them gradient
     matching's answer; the best refined by the adaptive solver.
 
@@ -69,6 +69,7 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
         :func:`~pyro_pidkl.infer.shooting.fit_by_shooting` (gradient matching's answer).
     :param x0: gradient matching's initial state ``(C,)``.
     :param jets: the linearisation point's jets ``(C, I, M)`` at the collocation points.
+    :param known: ``{component: value}``: known initial states (conditions), held.
     :returns: the refined :class:`~pyro_pidkl.infer.shooting.ShootingResult`, judged
         (``improved``) against gradient matching's answer.
     """
@@ -89,10 +90,11 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
     for j, c in enumerate(hidden):
         states[1:, :, c] = design[1:, len(centre) + j][:, None]
     found = multistart_shooting(model.ode, observations, [c[:2] for c in coefficients],
-                                theta, states, t0, t1, scale, sd)
+                                theta, states, t0, t1, scale, sd, known=known)
     model.multistart_result = found
     best = 0 if np.isfinite(found.cost[0]) else None
     start = ([(n, t, float(v)) for (n, t, _), v in zip(coefficients, found.theta[0])],
              found.x0[0]) if best is not None else (coefficients, x0)
     return fit_by_shooting(model.ode, observations, start[0], start[1], t0, t1, scale, sd,
-                           segments=1, judged_from=([c[2] for c in coefficients], x0))
+                           segments=1, judged_from=([c[2] for c in coefficients], x0),
+                           known=known)
