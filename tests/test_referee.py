@@ -208,3 +208,26 @@ def test_the_exact_fit_of_a_model_is_exposed_and_refuses_what_it_cannot_fit():
     model, _ = _oscillator_model(source="gp")
     with pytest.raises(ValueError, match="explicit ODE"):
         pk.exact_fit(model)
+
+
+def test_two_answers_of_equal_likelihood_are_reported_as_such():
+    """Verdict "apart" (the fits about equally likely, each 90% interval excluding the other's
+    estimate, the exact fit's the more likely): the exact fit's value, its interval widened
+    to the GP's estimate, not identified; "agree": the union, identified only where both
+    are."""
+    from pyro_pidkl.infer.exact_fit import ExactFit
+    from pyro_pidkl.models.referee import Referee
+    exact = ExactFit(["b"], np.array([math.log(0.15)]), [POSITIVE], np.zeros(2), 0.0,
+                     np.array([0.1, 0.1]), -77.0, np.array([[0.2 ** 2]]), np.ones(2),
+                     identified=np.array([True]))
+    gp = {"b": {"value": 0.0056, "lower": 0.0046, "upper": 0.0068, "sd": 0.0007,
+                "identified": True}}
+    apart = Referee(exact, {"gp": -74.5, "exact": -77.0}, 5.7, "apart", {"b": 0.0056}, ["b"])
+    out = apart.combine(gp, 0.9)["b"]
+    assert out["value"] == pytest.approx(0.15) and out["lower"] <= 0.0056 < 0.15 < out["upper"]
+    assert not out["identified"] and out["referee"] == "apart"
+    agree = Referee(exact, {"gp": -76.9, "exact": -77.0}, 5.7, "agree", {"b": 0.0056}, [])
+    out = agree.combine(gp, 0.9)["b"]
+    e = exact.intervals(0.9)["b"]
+    assert out["value"] == 0.0056 and out["lower"] == 0.0046 and out["upper"] == e["upper"]
+    assert out["identified"]

@@ -182,7 +182,7 @@ class ParameterUncertainty:
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         out = coefficient_intervals(self, prob, nuisance)
         report = getattr(self, "referee", None)
-        return out if report is None else report.combine(out, prob, self._what())
+        return out if report is None else report.combine(out, prob)
 
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty

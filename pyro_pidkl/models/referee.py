@@ -24,9 +24,14 @@ explicit ODE with Gaussian data, :func:`referee` runs after the fit:
    * ``"agree"``: the two are within that tolerance. The GP's estimates are kept; each
      coefficient's interval is the union of the GP's and the exact fit's, so that it covers
      both (an interval that excludes an estimate of equal likelihood is not a claim the
-     data make), and a coefficient is identified only when both call it so. Where the two
-     estimates differ by more than both intervals allow, one line says so
-     (:meth:`Referee.combine`);
+     data make), and a coefficient is identified only when both call it so;
+   * ``"apart"``: within the tolerance, but for some coefficient each fit's 90% interval
+     excludes the other's estimate (two answers of about equal likelihood, as a cubic
+     stiffness traded against a linear one), and the exact fit's is the more likely: its
+     coefficients are reported (the GP refitted to them), each interval widened to cover
+     the GP's estimate too, those coefficients not identified, and one line says so (where
+     the GP's is the more likely, it is kept, ``"agree"``, with the same warning and
+     widening);
    * ``"gp"``: the exact fit found a worse optimum than the GP's (its search missed the
      basin): the GP's answer and intervals stand.
 
@@ -60,53 +65,50 @@ class Referee:
     r"""The referee's report (module docstring): ``exact`` the
     :class:`~pyro_pidkl.infer.exact_fit.ExactFit`, ``costs`` ``{"gp": c, "exact": c}`` (the
     negative log posterior under the exact trajectory, nats), ``tolerance``
-    (:math:`\tfrac12\chi^2_p(0.99)`), ``verdict`` (``"exact"``, ``"agree"`` or ``"gp"``),
-    ``gp_values`` the GP's coefficients before the verdict, ``seconds`` the referee's
-    time."""
+    (:math:`\tfrac12\chi^2_p(0.99)`), ``verdict`` (``"exact"``, ``"apart"``, ``"agree"`` or
+    ``"gp"``), ``gp_values`` the GP's coefficients before the verdict, ``apart`` the
+    coefficients whose two 90% intervals each exclude the other fit's estimate, and
+    ``seconds`` the referee's time."""
 
     exact: object
     costs: dict
     tolerance: float
     verdict: str
     gp_values: dict
+    apart: list = field(default_factory=list)
     seconds: float = 0.0
-    warned: set = field(default_factory=set)
 
-    def combine(self, gp, prob, what="the equation"):
+    def combine(self, gp, prob):
         r"""The reported intervals from the GP's (``gp``, as
-        :func:`~pyro_pidkl.infer.laplace.coefficient_intervals` returns them) at ``prob``:
-        the exact fit's where the verdict is ``"exact"``, the union of both where
-        ``"agree"`` (a one-line :class:`RefereeWarning` where the estimates differ beyond
-        both intervals), the GP's where ``"gp"``. Each entry gains ``"referee"``: the
-        verdict."""
+        :func:`~pyro_pidkl.infer.laplace.coefficient_intervals` returns them) at ``prob``
+        (module docstring): the exact fit's where the verdict is ``"exact"``; where
+        ``"apart"`` the exact fit's, each widened to the GP's estimate before the verdict;
+        the union of both where ``"agree"``; the GP's where ``"gp"``. A coefficient in
+        :attr:`apart` is not identified (two answers of equal likelihood). Each entry gains
+        ``"referee"``: the verdict."""
         if self.verdict == "gp" or self.exact is None:
             return {n: {**v, "referee": self.verdict} for n, v in gp.items()}
         exact = self.exact.intervals(prob)
-        if self.verdict == "exact":
-            return {n: {**exact[n], "referee": "exact"} if n in exact else v
-                    for n, v in gp.items()}
-        out, apart = {}, []
+        out = {}
         for n, v in gp.items():
             e = exact.get(n)
             if e is None or not isinstance(v["value"], float):
                 out[n] = v
                 continue
-            outside = not (v["lower"] <= e["value"] <= v["upper"]) and not (
-                e["lower"] <= v["value"] <= e["upper"])
-            if outside:
-                apart.append(f"{n} {v['value']:.4g} [{v['lower']:.3g}, {v['upper']:.3g}] "
-                             f"against {e['value']:.4g} [{e['lower']:.3g}, {e['upper']:.3g}]")
-            out[n] = {**v, "lower": min(v["lower"], e["lower"]),
-                      "upper": max(v["upper"], e["upper"]),
-                      "sd": max(v["sd"], e["sd"]),
-                      "identified": bool(v["identified"] and e["identified"]),
-                      "referee": "agree"}
-        if apart and prob not in self.warned:
-            self.warned.add(prob)
-            warn(f"The conditioned fit and the exact-ODE fit of {what} fit the data equally "
-                 f"well ({self.costs['gp'] - self.costs['exact']:+.1f} nats) but disagree: "
-                 f"{'; '.join(apart)} ({prob:.0%}): each interval reported covers both",
-                 RefereeWarning)
+            if self.verdict == "exact":
+                out[n] = {**e, "referee": "exact"}
+                continue
+            if self.verdict == "apart":
+                other = self.gp_values[n]
+                lower, upper = min(e["lower"], other), max(e["upper"], other)
+                value, sd, identified = e["value"], e["sd"], e["identified"]
+            else:
+                lower, upper = min(v["lower"], e["lower"]), max(v["upper"], e["upper"])
+                value, sd = v["value"], max(v["sd"], e["sd"])
+                identified = v["identified"] and e["identified"]
+            out[n] = {**v, "value": value, "lower": lower, "upper": upper, "sd": sd,
+                      "identified": bool(identified and n not in self.apart),
+                      "referee": self.verdict}
         return out
 
 
@@ -216,26 +218,58 @@ def referee(model, refit=None):
     gp_cost, _ = _cost(model, gp_values, problem)
     exact_cost = exact.nll - _log_prior(model, exact.values())
     tolerance = stage_tolerance(len(coefficients))
+    apart = []
     if not math.isfinite(gp_cost) or gp_cost > exact_cost + tolerance:
         verdict = "exact"
     elif exact_cost > gp_cost + tolerance:
         verdict = "gp"
-    else:
-        verdict = "agree"
+    else:                       # equally likely: do their intervals each exclude the other?
+        apart = _apart(model, exact, gp_values)
+        verdict = "apart" if apart and exact_cost < gp_cost else "agree"
     report = Referee(exact, {"gp": gp_cost, "exact": exact_cost}, tolerance, verdict,
-                     gp_values)
-    if verdict == "exact":
+                     gp_values, apart)
+    if verdict in ("exact", "apart"):
         _hold_at_exact(model, exact, refit)
-        shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}"
-                          for n, v in exact.values().items())
+    shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}" for n, v in exact.values().items())
+    if verdict == "exact":
         warn(f"The conditioned fit of {model._what()} ended where the equation's exact "
              f"trajectory fits the data {gp_cost - exact_cost:.1f} nats worse than the "
              f"exact-ODE fit's: the exact fit's coefficients are reported ({shown}), with its "
              f"intervals, and the GP is fitted again to them (model.referee has both)",
              RefereeWarning)
+    elif apart:
+        better = "the exact fit's" if verdict == "apart" else "the GP's"
+        warn(f"The conditioned fit and the exact-ODE fit of {model._what()} fit the data "
+             f"about equally well ({gp_cost - exact_cost:+.1f} nats) but disagree on "
+             f"{', '.join(apart)} beyond both 90% intervals ({shown}): {better} are reported "
+             f"(the better), each interval widened to cover both, "
+             f"{'it' if len(apart) == 1 else 'they'} not identified", RefereeWarning)
     report.seconds = time.perf_counter() - began
     model.referee = report
     return report
+
+
+def _apart(model, exact, gp_values, prob=0.9):
+    """The coefficients whose GP interval excludes the exact fit's estimate and whose exact
+    interval excludes the GP's (``prob`` intervals; the GP's Laplace at its answer)."""
+    import warnings
+    from ..errors import NonFiniteError, NotPositiveDefiniteError
+    from ..infer.laplace import coefficient_intervals
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gp = coefficient_intervals(model, prob)
+    except (NonFiniteError, NotPositiveDefiniteError, RuntimeError):
+        return []
+    ex = exact.intervals(prob)
+    out = []
+    for n, v in gp.items():
+        e = ex.get(n)
+        if e is None or not isinstance(v["value"], float):
+            continue
+        if not v["lower"] <= e["value"] <= v["upper"] and not e["lower"] <= gp_values[n] <= e["upper"]:
+            out.append(n)
+    return out
 
 
 def _hold_at_exact(model, exact, refit):
