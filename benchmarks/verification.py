@@ -84,10 +84,15 @@ def solver_fit(seed, M, options=None, method="pcgp"):
     seconds = time.perf_counter() - t0
     u = torch.as_tensor(data.y_test)
     gn = model.solve()[2]
+    resolution = getattr(model, "resolution", None) or {}
     return {"rel_l2": float((mean - u).norm() / u.norm()),
             "coverage95": pk.coverage(mean, var, u), "fit_s": round(seconds, 2),
             "evaluations": fit.num_steps, "linear_detected": model.linear,
-            "gn_converged": gn.converged, "boundary_points": int(data.X_train.shape[0])}
+            "gn_converged": gn.converged, "boundary_points": int(data.X_train.shape[0]),
+            # the equation's residual between the collocation points (the check that
+            # refines them), and the points each round had
+            "between": model.adequacy().between,
+            "points": resolution.get("points"), "between_rounds": resolution.get("between")}
 
 
 def _coverage(pk, mean, var, f):
@@ -137,6 +142,7 @@ def extrapolation_fit(seed, method, options=None):
         rec["params"] = {k: est[k] for k in p.learned}
         rec["param_rel_error"] = {k: abs(est[k] - p.truth[k]) / p.truth[k] for k in p.learned}
         rec["interval90"] = {k: [iv[k]["lower"], iv[k]["upper"]] for k in p.learned}
+        rec["referee"] = None if model.referee is None else model.referee.verdict
         rec["interval_covers"] = {k: bool(iv[k]["lower"] <= p.truth[k] <= iv[k]["upper"])
                                   for k in p.learned}
         rec["gn_converged"] = model.solve()[2].converged
