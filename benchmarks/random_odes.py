@@ -135,6 +135,21 @@ def draw_oscillator(gen):
             "level": level, "start": _start(gen, truth)}
 
 
+def mass_action(rates, reactions, S):
+    """The right-hand side of a mass-action network of ``S`` species: each reaction
+    ``(reactants, products)`` at its rate times the product of its reactants."""
+    def rhs(_, x):
+        d = np.zeros(S)
+        for k, (a, b) in zip(rates, reactions):
+            v = k * np.prod([x[i] for i in a])
+            for i in a:
+                d[i] -= v
+            for i in b:
+                d[i] += v
+        return d
+    return rhs
+
+
 def draw_network(gen):
     """A random mass-action network whose trajectories stay finite and move."""
     for _ in range(50):
@@ -152,15 +167,7 @@ def draw_network(gen):
         rates = np.exp(gen.uniform(math.log(0.05), math.log(5.0), len(reactions)))
         x0 = gen.uniform(0.5, 2.0, S)
 
-        def rhs(_, x, rates=rates, reactions=reactions, S=S):
-            d = np.zeros(S)
-            for k, (a, b) in zip(rates, reactions):
-                v = k * np.prod([x[i] for i in a])
-                for i in a:
-                    d[i] -= v
-                for i in b:
-                    d[i] += v
-            return d
+        rhs = mass_action(rates, reactions, S)
         T = float(gen.uniform(3.0, 8.0))
         n = int(gen.integers(20, 41))
         t = np.linspace(0, T, n)
@@ -212,18 +219,7 @@ def numpy_rhs(problem, values):
                                  + A * math.cos(w * s)]
         return lambda s, x: [x[1], -v["c"] * x[1] - v["w2"] * math.sin(x[0]) + A * math.cos(w * s)]
     rates = [values[f"k{j}"] for j in range(len(problem["reactions"]))]
-    S = problem["species"]
-
-    def rhs(_, x):
-        d = np.zeros(S)
-        for k, (a, b) in zip(rates, problem["reactions"]):
-            v = k * np.prod([x[i] for i in a])
-            for i in a:
-                d[i] -= v
-            for i in b:
-                d[i] += v
-        return d
-    return rhs
+    return mass_action(rates, problem["reactions"], problem["species"])
 
 
 def exact_fit(problem, starts=5):
