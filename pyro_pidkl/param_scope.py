@@ -5,7 +5,7 @@ import functools
 
 import pyro
 
-__all__ = ["own_parameters", "shared_store"]
+__all__ = ["own_parameters", "put_user_params", "shared_store"]
 
 #: inside :func:`shared_store`, :func:`own_parameters` leaves the global store as it is
 _SHARED = [False]
@@ -24,6 +24,17 @@ def shared_store():
         _SHARED[0] = keep
 
 
+def put_user_params(model):
+    """Put the ``pyro.param`` sites a user added to ``model``'s ``model()``, kept on the model
+    by its fit (``model._user_params``: name -> ``(unconstrained tensor, constraint)``,
+    :mod:`~pyro_pidkl.infer.user_params`), into the store: the same tensors."""
+    store = pyro.get_param_store()
+    for name, (u, constraint) in getattr(model, "_user_params", {}).items():
+        store._params[name] = u
+        store._constraints[name] = constraint
+        store._param_to_name[u] = name
+
+
 def own_parameters(method):
     """Run ``method`` in an empty scope of Pyro's global parameter store.
 
@@ -40,8 +51,7 @@ def own_parameters(method):
         if _SHARED[0]:
             return method(*args, **kwargs)
         with pyro.get_param_store().scope():
-            if args and getattr(args[0], "_user_params", None):   # a user's pyro.param sites
-                from .infer.user_params import put_user_params
+            if args:                                  # a user's pyro.param sites
                 put_user_params(args[0])
             return method(*args, **kwargs)
     return wrapper

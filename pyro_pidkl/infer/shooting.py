@@ -29,7 +29,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-__all__ = ["ShootingResult", "fit_by_shooting", "profiled", "profiled_nll"]
+__all__ = ["ShootingResult", "default_segments", "fit_by_shooting", "profiled", "profiled_nll"]
 
 
 @dataclass
@@ -129,6 +129,11 @@ class _Shooting:
         return res.x, float(res.cost)
 
 
+def default_segments(n_data):
+    """Multiple shooting's segments for ``n_data`` data: one per four data, 2 to 12."""
+    return int(min(12, max(2, n_data // 4)))
+
+
 def _segment_states(ode, theta_values, x0, t0, edges):
     """The trajectory from ``x0`` at the segments' left ends ``(K, C)`` (or ``None``)."""
     if len(edges) == 1:
@@ -175,7 +180,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     x0 = np.asarray(x0, dtype=float)
     n_data = sum(len(t) for t, _ in observations)
     if segments is None:
-        segments = int(min(12, max(2, n_data // 4)))
+        segments = default_segments(n_data)
     stages = []
 
     def shooting(sd, K=1, weight=0.0):

@@ -18,6 +18,8 @@ objective) sees them in its own scope of the store
 import pyro
 import torch
 
+from ..param_scope import put_user_params
+
 __all__ = ["clear_store", "keep_user_params", "put_user_params", "user_params"]
 
 
@@ -30,15 +32,6 @@ def keep_user_params(model):
         u = store._params[name]
         if name in kept or id(u) not in mine:
             kept[name] = (u, store._constraints[name])
-
-
-def put_user_params(model):
-    """Put the user's sites kept on ``model`` into the store (the same tensors)."""
-    store = pyro.get_param_store()
-    for name, (u, constraint) in getattr(model, "_user_params", {}).items():
-        store._params[name] = u
-        store._constraints[name] = constraint
-        store._param_to_name[u] = name
 
 
 def clear_store(model=None, keep=True):

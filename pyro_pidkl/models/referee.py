@@ -42,14 +42,18 @@ coefficient that is not a scalar, more than one input, fewer than three data.
 
 import copy
 import math
+import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ..checks import warn
+from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
 from ..infer.exact_fit import fit_exact, trajectory_nll
-from ..infer.laplace import parameters_at
+from ..infer.laplace import coefficient_intervals, parameters_at
+from ..infer.shooting import _segment_states, default_segments
 from .system_stages import stage_tolerance
 
 __all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
@@ -167,6 +171,12 @@ def _prior_hessian(model, theta):
     return H.detach().numpy()
 
 
+def _problem(model):
+    """The model's exact problem (``model._exact_problem()``), ``None`` without learned
+    coefficients or where it has none."""
+    return model._exact_problem() if model._coefficients() else None
+
+
 def _fit_problem(model, problem):
     return fit_exact(problem["ode"], problem["observations"], problem["coefficients"],
                      problem["starts"], problem["t0"], problem["t1"], problem["scale"],
@@ -186,7 +196,7 @@ def exact_fit(model):
     :returns: an :class:`~pyro_pidkl.infer.exact_fit.ExactFit` (``values()``,
         ``intervals(prob)``, ``predict(ode, t)``).
     :raises ValueError: where the model has no exact likelihood (module docstring)."""
-    problem = model._exact_problem() if model._coefficients() else None
+    problem = _problem(model)
     if problem is None:
         raise ValueError(f"Expected an explicit ODE with learned coefficients, Gaussian data and "
                          f"a known source (no conditions, one input) for an exact fit; "
@@ -204,10 +214,9 @@ def referee(model, refit=None):
     returns ``model.referee`` (a :class:`Referee`, or ``None`` where the model is not
     refereed). ``refit()`` fits the model again from its state (the GP's own parameters,
     with the coefficients held at the exact fit's where the verdict is ``"exact"``)."""
-    import time
     began = time.perf_counter()
     model.referee = None
-    problem = model._exact_problem() if model._coefficients() else None
+    problem = _problem(model)
     if problem is None:
         return None
     coefficients = problem["coefficients"]      # [(name, transform, [gp, user])]
@@ -252,9 +261,6 @@ def referee(model, refit=None):
 def _apart(model, exact, gp_values, prob=0.9):
     """The coefficients whose GP interval excludes the exact fit's estimate and whose exact
     interval excludes the GP's (``prob`` intervals; the GP's Laplace at its answer)."""
-    import warnings
-    from ..errors import NonFiniteError, NotPositiveDefiniteError
-    from ..infer.laplace import coefficient_intervals
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -276,7 +282,6 @@ def _hold_at_exact(model, exact, refit):
     """Set the coefficients to the exact fit's, and fit the GP's own parameters to them
     (the coefficients held), when ``refit`` is given; a refit that fails leaves the GP as
     it was, the coefficients set."""
-    from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
     state = copy.deepcopy(model.state_dict())
 
     def put():
@@ -302,11 +307,6 @@ def _hold_at_exact(model, exact, refit):
 #: :data:`DESIGN_MAX`)
 DESIGN_PER_COEFFICIENT = 16
 DESIGN_MAX = 96
-
-
-def _segments(n_data):
-    """Multiple shooting's segments for ``n_data`` data (as the shooting stage takes them)."""
-    return int(min(12, max(2, n_data // 4)))
 
 
 def _scalar_coefficients(model):
@@ -344,7 +344,7 @@ def equation_problem(model):
     order = np.argsort(t, kind="stable")
     t, y = t[order], y[order]
     t0, t1 = float(t[0]), float(t[-1])
-    K = _segments(t.size)
+    K = default_segments(t.size)
     edges = np.linspace(t0, t1, K + 1)[:-1]
     n = ode.order
     indices = [(0,) * k for k in range(n)]
@@ -368,7 +368,6 @@ def equation_problem(model):
 def system_problem(model):
     """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.ConditionedSystemGP`
     (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
-    from ..infer.shooting import _segment_states
     from .system_stages import _shooting_setup
     if model.ode is None or model.count_outputs or sum(model.counts) < 3:
         return None
@@ -376,7 +375,7 @@ def system_problem(model):
     if coefficients is None:
         return None
     observations, t0, t1, scale = _shooting_setup(model)
-    K = _segments(sum(len(t) for t, _ in observations))
+    K = default_segments(sum(len(t) for t, _ in observations))
     edges = np.linspace(t0, t1, K + 1)[:-1]
     with torch.no_grad():
         joint = model.solve()[0]

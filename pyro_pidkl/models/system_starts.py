@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..infer.multistart import multistart_shooting, start_design
-from ..infer.shooting import fit_by_shooting
+from ..infer.shooting import default_segments, fit_by_shooting
 
 __all__ = ["default_starts", "shoot_from_many_starts"]
 
@@ -75,7 +75,7 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
     """
     hidden = [c for c in range(len(model.outputs)) if not model.counts[c]]
     n_data = sum(len(t) for t, _ in observations)
-    K = int(min(12, max(2, n_data // 4)))
+    K = default_segments(n_data)
     edges = np.linspace(t0, t1, K + 1)[:-1]
     at = [int((model.Z[:, 0] - e).abs().argmin()) for e in edges]
     base = jets[:, 0, at].T.numpy()                                  # (K, C)
