@@ -38,8 +38,12 @@ error above three interval half-widths carries a warning.
     python benchmarks/random_odes.py --seed 1 --problems 100 --jobs 2 --out runs/random_odes_1.jsonl
     python benchmarks/random_odes.py --summary runs/random_odes_1.jsonl
 
-NumPyro's NUTS on the exact ODE (the reference posterior) is not run here yet: it needs its
-own environment (jax), which ``benchmarks/systems.py`` sets up for its five systems.
+With ``--numpyro K`` the first ``K`` problems are also fitted by NumPyro's NUTS on the exact
+ODE (``peers/numpyro_random.py`` in its own environment, ``PIDKL_PEER_PYTHON``: ``python -m
+venv ~/peer && ~/peer/bin/pip install numpyro jax``), two chains of 500 + 500 from the
+truth: the reference posterior, its versions recorded.
+
+    PIDKL_PEER_PYTHON=~/peer/bin/python python benchmarks/random_odes.py --seed 2 --problems 12 --numpyro 12
 """
 
 import argparse
@@ -352,8 +356,21 @@ def library_fit(problem):
             "seconds": time.process_time() - began}
 
 
+def numpyro_fit(problem, python):
+    """NumPyro's NUTS on the exact ODE (``peers/numpyro_random.py``, in the interpreter
+    ``python``): the reference posterior."""
+    sys.path.insert(0, HERE)
+    import records
+    spec = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in problem.items()}
+    spec["truth"] = {str(k): float(v) for k, v in problem["truth"].items()}
+    spec["start"] = {str(k): float(v) for k, v in problem["start"].items()}
+    spec["held"] = {str(k): float(v) for k, v in problem.get("held", {}).items()}
+    return records.call_peer(python, spec, peer="numpyro_random.py",
+                             env={"OMP_NUM_THREADS": "1"})
+
+
 def run_one(args):
-    seed, index, families = args
+    seed, index, families, python = args
     problem = draw(seed, index, families)
     record = {k: problem[k] for k in ("seed", "index", "family", "law", "truth", "noise", "level",
                                       "start")}
@@ -362,6 +379,8 @@ def run_one(args):
     except Exception as e:
         record["exact"], record["exact_seconds"] = {}, math.nan
         record["exact_error"] = f"{type(e).__name__}: {e}"
+    if python:
+        record["numpyro"] = numpyro_fit(problem, python)
     try:
         record["library"] = library_fit(problem)
     except Exception:
@@ -427,6 +446,29 @@ def summarise(records):
                           "exact_coverage": float(np.mean([r["ex_cover"] for r in rs])),
                           "confident_misses": int(sum(r["confident_miss"] for r in rs))}
     out["by_family"] = by_family
+    ref = []
+    for rec in records:
+        nuts = rec.get("numpyro") or {}
+        for n, truth in rec["truth"].items():
+            post = (nuts.get("coefficients") or {}).get(n)
+            li, ex = rec["library"]["intervals"].get(n), rec["exact"].get(n)
+            if post is None or li is None or ex is None:
+                continue
+            ref.append({"nuts_covers": post["lower"] <= truth <= post["upper"],
+                        "nuts_err": abs(post["mean"] - truth) / abs(truth),
+                        "lib_has_nuts_mean": li[1] <= post["mean"] <= li[2],
+                        "ex_has_nuts_mean": ex[1] <= post["mean"] <= ex[2],
+                        "r_hat": post["r_hat"], "seconds": nuts.get("seconds", math.nan)})
+    if ref:
+        out["numpyro"] = {
+            "coefficients": len(ref),
+            "nuts_coverage_90": float(np.mean([r["nuts_covers"] for r in ref])),
+            "nuts_median_error": float(np.median([r["nuts_err"] for r in ref])),
+            "library_interval_holds_nuts_mean": float(np.mean([r["lib_has_nuts_mean"] for r in ref])),
+            "exact_interval_holds_nuts_mean": float(np.mean([r["ex_has_nuts_mean"] for r in ref])),
+            "max_r_hat": float(np.max([r["r_hat"] for r in ref])),
+            "versions": next((rec["numpyro"].get("versions") for rec in records
+                              if (rec.get("numpyro") or {}).get("versions")), None)}
     targets = {
         "median error <= exact's": out["library_median_error"] <= out["exact_median_error"],
         "worse than 1.5x exact on <= 10%": out["library_worse_1_5x"] <= 0.10,
@@ -458,13 +500,19 @@ def main():
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default=None, help="JSON lines, appended as each problem ends")
     p.add_argument("--summary", default=None, help="summarise a records file and stop")
+    p.add_argument("--numpyro", type=int, default=0,
+                   help="NumPyro's NUTS on the first this many problems (PIDKL_PEER_PYTHON)")
     a = p.parse_args()
     if a.summary:
         with open(a.summary) as fh:
             print_summary([json.loads(line) for line in fh if line.strip()])
         return
     families = set(a.families.split(","))
-    tasks = [(a.seed, i, families) for i in range(a.start, a.start + a.problems)]
+    python = os.environ.get("PIDKL_PEER_PYTHON") if a.numpyro else None
+    if a.numpyro and not python:
+        print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
+    tasks = [(a.seed, i, families, python if i < a.start + a.numpyro else None)
+             for i in range(a.start, a.start + a.problems)]
     records = []
     out = open(a.out, "a") if a.out else None
     try:

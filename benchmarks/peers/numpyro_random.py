@@ -1,0 +1,127 @@
+"""The reference posterior for ``benchmarks/random_odes.py``: NumPyro's NUTS with the ODE
+solved in the likelihood (``jax.experimental.ode.odeint``), in its own environment
+(``PIDKL_PEER_PYTHON``: an interpreter with ``numpyro`` and ``jax``; this library is not
+imported here).
+
+Reads one drawn problem as JSON on stdin (the generator's dict: ``family``, ``law``, ``t``,
+``y``, ``observed``, ``x0``, ``truth``, and ``nu``, ``held``, ``A``, ``w``, ``reactions``,
+``species`` by family) and writes the posterior summary as JSON on stdout. The model: each
+learned coefficient ``log k ~ Normal(log start, 2)`` (the library's weak default prior, around
+the user's start), each measured component's initial state ``~ Normal(its first datum, 2
+sd(data))``, an oscillator's initial velocity ``~ Normal(0, 3 sd(data))``, a hidden
+species' ``~ Normal(its known value, 0.1 + 0.3 value)``, each measured output's noise ``~
+HalfNormal(sd(data))``, the data ``~ Normal(x(t), noise)``. Two chains of ``warmup +
+samples`` started at the truth (the reference posterior in the truth's basin, not a
+search). Returns per coefficient the posterior mean and the central 90% interval, R-hat
+and effective size, the divergences, the seconds (compilation included) and the versions.
+"""
+
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                                   "intra_op_parallelism_threads=1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from jax.experimental.ode import odeint  # noqa: E402
+from numpyro.diagnostics import summary  # noqa: E402
+from numpyro.infer import MCMC, NUTS, init_to_value  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+
+def vector_field(spec):
+    """``f(s, t, k)`` of the problem's family (``k`` a dict of every coefficient)."""
+    fam = spec["family"]
+    if fam == "growth":
+        nu = spec["nu"]
+        if spec["law"] == "gompertz":
+            return lambda s, t, k: jnp.stack([k["r"] * s[0] * jnp.log(k["K"] / s[0])])
+        return lambda s, t, k: jnp.stack([k["r"] * s[0] * (1 - (s[0] / k["K"]) ** nu)])
+    if fam == "oscillator":
+        A, w = spec["A"], spec["w"]
+        if spec["law"] == "polynomial":
+            return lambda s, t, k: jnp.stack([s[1], -k["c"] * s[1] - k["k"] * s[0]
+                                              - k["b"] * s[0] ** 3 + A * jnp.cos(w * t)])
+        return lambda s, t, k: jnp.stack([s[1], -k["c"] * s[1] - k["w2"] * jnp.sin(s[0])
+                                          + A * jnp.cos(w * t)])
+    reactions, S = spec["reactions"], spec["species"]
+
+    def network(s, t, k):
+        d = [0.0] * S
+        for j, (a, b) in enumerate(reactions):
+            v = k[f"k{j}"]
+            for i in a:
+                v = v * s[i]
+            for i in a:
+                d[i] = d[i] - v
+            for i in b:
+                d[i] = d[i] + v
+        return jnp.stack([jnp.asarray(x) + 0.0 * s[0] for x in d])
+    return network
+
+
+def main():
+    spec = json.load(sys.stdin)
+    rhs = vector_field(spec)
+    names = list(spec["truth"])
+    held = spec.get("held", {})
+    t = jnp.asarray(spec["t"])
+    Y = np.asarray(spec["y"])
+    observed = spec["observed"]
+    C = len(spec["x0"])
+
+    def model():
+        k = dict(held)
+        for n in names:
+            k[n] = jnp.exp(numpyro.sample("log_" + n, dist.Normal(float(np.log(spec["start"][n])),
+                                                                  2.0)))
+            numpyro.deterministic(n, k[n])
+        x0 = []
+        for c in range(C):
+            if c in observed:
+                y = Y[observed.index(c)]
+                x0.append(numpyro.sample(f"x0_{c}", dist.Normal(float(y[0]),
+                                                                2 * float(np.std(y)) + 1e-3)))
+            elif spec["family"] == "oscillator":
+                x0.append(numpyro.sample(f"x0_{c}", dist.Normal(0.0, 3 * float(np.std(Y)) + 1e-3)))
+            else:
+                v = float(spec["x0"][c])
+                x0.append(numpyro.sample(f"x0_{c}", dist.Normal(v, 0.1 + 0.3 * abs(v))))
+        traj = odeint(lambda s, tt: rhs(s, tt, k), jnp.stack(x0), t, rtol=1e-7, atol=1e-9,
+                      mxstep=10000)
+        for j, c in enumerate(observed):
+            sigma = numpyro.sample(f"sigma_{c}", dist.HalfNormal(float(np.std(Y[j])) + 1e-6))
+            numpyro.sample(f"y_{c}", dist.Normal(traj[:, c], sigma), obs=jnp.asarray(Y[j]))
+
+    init = {f"log_{n}": jnp.log(spec["truth"][n]) for n in names}
+    init.update({f"x0_{c}": jnp.asarray(float(spec["x0"][c])) for c in range(C)})
+    began = time.perf_counter()
+    mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values=init)),
+                num_warmup=spec.get("warmup", 500), num_samples=spec.get("samples", 500),
+                num_chains=2, chain_method="sequential", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(spec.get("seed", 0)))
+    seconds = time.perf_counter() - began
+    grouped = mcmc.get_samples(group_by_chain=True)
+    stats = summary({n: grouped[n] for n in names}, prob=0.9)
+    samples = mcmc.get_samples()
+    out = {"coefficients": {}, "seconds": seconds,
+           "divergences": int(mcmc.get_extra_fields()["diverging"].sum()),
+           "versions": {"numpyro": numpyro.__version__, "jax": jax.__version__}}
+    for n in names:
+        v = np.asarray(samples[n])
+        out["coefficients"][n] = {"mean": float(v.mean()), "lower": float(np.quantile(v, 0.05)),
+                                  "upper": float(np.quantile(v, 0.95)),
+                                  "r_hat": float(stats[n]["r_hat"]),
+                                  "ess": float(stats[n]["n_eff"])}
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
