@@ -175,7 +175,7 @@ def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precisio
 
 
 def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None,
-              design=0, design_half=None, design_states=None, refine=1, iterations=20, prior=None,
+              design=0, design_half=None, design_states=None, refine=1, iterations=20, steps=8, prior=None,
               prior_precision=None, known=None, seed=0):
     r"""Fit the ODE's exact trajectory to the data (module docstring).
 
@@ -199,6 +199,8 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
     :param int refine: how many of the best starts the adaptive solver refines.
     :param int iterations: Levenberg-Marquardt iterations of the search's first stage
         (:func:`~pyro_pidkl.infer.multistart.multistart_shooting`).
+    :param int steps: Runge-Kutta steps per segment in the search (coarse: the adaptive
+        solver refines the best).
     :param prior: ``(loc, sd)`` ``(P,)`` each: a normal prior on the unconstrained
         coefficients, fitted with the data (a MAP fit; ``nll`` stays the data's).
     :param known: ``{component: value}``: known initial states at ``t0`` (held).
@@ -232,7 +234,8 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
             more[:, :, c] += box[:, len(centre) + j][:, None] - states[0, 0, c]
         states = np.concatenate([states, more])
     found = multistart_shooting(ode, observations, transforms, theta, states, t0, t1, scale, sd,
-                                iterations=iterations, prior=prior, known=known)
+                                iterations=iterations, steps=steps, prior=prior,
+                                known=known)
     best = None
     rows = [k for k in range(len(found.cost)) if np.isfinite(found.cost[k])][:refine]
     for th, x in [(found.theta[k], found.x0[k]) for k in rows]:
