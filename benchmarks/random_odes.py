@@ -432,8 +432,8 @@ def summarise(records):
         "confident_misses": float(misses), "big_errors_unwarned": int(unwarned),
         "library_cpu_s_median": float(np.nanmedian([r["library"]["seconds"] for r in records])),
         "exact_cpu_s_median": float(np.nanmedian([r["exact_seconds"] for r in records])),
-        "verdicts": {v: sum(r["library"].get("verdict") == v for r in records)
-                     for v in ("agree", "exact", "gp", None)},
+        "verdicts": {str(v): sum(r["library"].get("verdict") == v for r in records)
+                     for v in sorted({r["library"].get("verdict") for r in records}, key=str)},
         "crashes": sum(r["library"]["error"] is not None for r in records),
     }
     by_family = {}
