@@ -238,7 +238,7 @@ def referee(model, refit=None):
     report = Referee(exact, {"gp": gp_cost, "exact": exact_cost}, tolerance, verdict,
                      gp_values, apart)
     if verdict in ("exact", "apart"):
-        _hold_at_exact(model, exact, refit)
+        _hold_at_exact(model, exact, refit, problem)
     shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}" for n, v in exact.values().items())
     if verdict == "exact":
         warn(f"The conditioned fit of {model._what()} ended where the equation's exact "
@@ -278,10 +278,10 @@ def _apart(model, exact, gp_values, prob=0.9):
     return out
 
 
-def _hold_at_exact(model, exact, refit):
-    """Set the coefficients to the exact fit's, and fit the GP's own parameters to them
-    (the coefficients held), when ``refit`` is given; a refit that fails leaves the GP as
-    it was, the coefficients set."""
+def _hold_at_exact(model, exact, refit, problem):
+    """Set the coefficients to the exact fit's and the linearisation point to its
+    trajectory, and fit the GP's own parameters to them (the coefficients held), when
+    ``refit`` is given; a refit that fails leaves the GP as it was, the coefficients set."""
     state = copy.deepcopy(model.state_dict())
 
     def put():
@@ -290,6 +290,7 @@ def _hold_at_exact(model, exact, refit):
                 getattr(owner, p + "_unconstrained").fill_(float(v))
         model._cache = None
     put()
+    _linearise_at_trajectory(model, exact, problem)
     if refit is None:
         return
     model._hold_coefficients = True
@@ -300,6 +301,39 @@ def _hold_at_exact(model, exact, refit):
         put()
     finally:
         model._hold_coefficients = False
+
+
+def _linearise_at_trajectory(model, exact, problem):
+    """The linearisation point at the exact fit's trajectory (a nonlinear equation's
+    Gauss-Newton then starts at the solution the coefficients give, not at the GP's old
+    one): a system's through its shooting stage's path (``_apply_shooting``); one equation's
+    value and derivatives at the collocation points at or after the first datum."""
+    from types import SimpleNamespace
+    if hasattr(model, "_apply_shooting"):
+        model._apply_shooting(SimpleNamespace(theta=exact.theta, x0=exact.x0, sd=exact.sd),
+                              problem["t0"], exact.theta)
+        return
+    ode, t0 = problem["ode"], problem["t0"]
+    with torch.no_grad():
+        times, inverse = torch.unique(model.Z[:, 0], return_inverse=True)
+        after = times >= t0
+        if not bool(after.any()):
+            return
+        traj = exact.predict(ode, times[after].numpy())
+        if traj is None or not np.isfinite(traj).all():
+            return
+        states = torch.as_tensor(traj.T, dtype=model.Z.dtype)              # (T, n)
+        top = ode.rhs(times[after], states, exact.values())[:, -1]
+        jets = torch.cat([states, top[:, None]], 1)                         # (T, n + 1)
+        f0 = model.f0.clone()
+        rows = after[inverse]
+        where = torch.cumsum(after.long(), 0)[inverse] - 1
+        for k, idx in enumerate(model.indices):
+            if len(idx) <= ode.order:
+                f0[k, rows] = jets[where[rows], len(idx)]
+        model.f0.copy_(f0)
+        model.f0_set.fill_(True)
+    model._cache = None
 
 
 # -- what each model gives the exact fit -------------------------------------------------------
