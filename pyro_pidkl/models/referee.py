@@ -21,10 +21,13 @@ explicit ODE with Gaussian data, :func:`referee` runs after the fit:
      (outside the exact fit's 99% likelihood region). The coefficients are set to the
      exact fit's and held while the GP's own parameters are fitted again, the intervals are
      the exact fit's, and one line says so;
-   * ``"agree"``: the two are within that tolerance. The GP's estimates are kept; each
-     coefficient's interval is the union of the GP's and the exact fit's, so that it covers
-     both (an interval that excludes an estimate of equal likelihood is not a claim the
-     data make), and a coefficient is identified only when both call it so;
+   * ``"agree"``: the two are within that tolerance. The more likely answer is reported
+     (the exact fit's, the GP refitted to it, wherever it is the more likely by more than
+     :data:`COST_SLACK`: the reported answer is never less likely under the exact ODE than
+     the best exact fit found); each coefficient's interval is the union of the GP's and
+     the exact fit's, widened to the GP's first estimate, so that it covers both (an
+     interval that excludes an estimate of equal likelihood is not a claim the data make),
+     and a coefficient is identified only when both call it so;
    * ``"apart"``: within the tolerance, but for some coefficient each fit's 90% interval
      excludes the other's estimate (two answers of about equal likelihood, as a cubic
      stiffness traded against a linear one), and the exact fit's is the more likely: its
@@ -81,13 +84,16 @@ class Referee:
     gp_values: dict
     apart: list = field(default_factory=list)
     seconds: float = 0.0
+    #: whether the exact fit's coefficients are the model's now (the GP refitted to them)
+    moved: bool = False
 
     def combine(self, gp, prob):
         r"""The reported intervals from the GP's (``gp``, as
         :func:`~pyro_pidkl.infer.laplace.coefficient_intervals` returns them) at ``prob``
         (module docstring): the exact fit's where the verdict is ``"exact"``; where
         ``"apart"`` the exact fit's, each widened to the GP's estimate before the verdict;
-        the union of both where ``"agree"``; the GP's where ``"gp"``. A coefficient in
+        the union of both, and of the GP's first estimate, where ``"agree"``; the GP's
+        where ``"gp"``. A coefficient in
         :attr:`apart` is not identified (two answers of equal likelihood). Each entry gains
         ``"referee"``: the verdict."""
         if self.verdict == "gp" or self.exact is None:
@@ -106,8 +112,10 @@ class Referee:
                 other = self.gp_values[n]
                 lower, upper = min(e["lower"], other), max(e["upper"], other)
                 value, sd, identified = e["value"], e["sd"], e["identified"]
-            else:
-                lower, upper = min(v["lower"], e["lower"]), max(v["upper"], e["upper"])
+            else:           # the model's value (the exact fit's where more likely), both
+                other = self.gp_values[n]                       # fits' intervals covered
+                lower = min(v["lower"], e["lower"], other)
+                upper = max(v["upper"], e["upper"], other)
                 value, sd = v["value"], max(v["sd"], e["sd"])
                 identified = v["identified"] and e["identified"]
             out[n] = {**v, "value": value, "lower": lower, "upper": upper, "sd": sd,
@@ -237,7 +245,11 @@ def referee(model, refit=None):
         verdict = "apart" if apart and exact_cost < gp_cost else "agree"
     report = Referee(exact, {"gp": gp_cost, "exact": exact_cost}, tolerance, verdict,
                      gp_values, apart)
-    if verdict in ("exact", "apart"):
+    # the reported answer is never less likely than the exact fit's: where the exact fit's
+    # is the more likely (beyond rounding), its coefficients are reported
+    report.moved = verdict in ("exact", "apart") or (
+        verdict == "agree" and exact_cost < gp_cost - COST_SLACK)
+    if report.moved:
         _hold_at_exact(model, exact, refit, problem)
     shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}" for n, v in exact.values().items())
     if verdict == "exact":
@@ -334,6 +346,11 @@ def _linearise_at_trajectory(model, exact, problem):
         model.f0.copy_(f0)
         model.f0_set.fill_(True)
     model._cache = None
+
+
+#: nats by which the exact fit's answer must be more likely than the GP's to be reported
+#: in its place when the two agree (rounding of the two costs' optimisations)
+COST_SLACK = 1e-3
 
 
 # -- what each model gives the exact fit -------------------------------------------------------
