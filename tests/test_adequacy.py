@@ -81,8 +81,8 @@ def test_adequacy_is_pure_and_reported_as_numbers():
     after = model(Xnew)
     assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])
     d = report.as_dict()
-    assert set(d) == {"residual", "between", "log_evidence_ratio", "noise_learned",
-                      "trajectory_misfit", "ok"}
+    assert set(d) == {"residual", "between", "data_misfit", "log_evidence_ratio",
+                      "noise_learned", "trajectory_misfit", "ok"}
     assert "Adequacy of equation" in str(report)
 
 

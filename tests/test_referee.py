@@ -197,6 +197,19 @@ def test_a_boundary_layer_is_resolved_by_refinement_or_reported():
     assert model.resolution["between"][-1] < 0.02
 
 
+def test_a_thinner_layer_left_unresolved_is_refused_in_one_line():
+    """-0.01 u'' + u' = 1: the fit's mean is the straight line x - 1/2, which solves the
+    equation everywhere (the layer left out) and misses both boundary values by 0.5: the
+    equation holds between the points, the exact data are missed; refinement does not
+    mend it, and the fit says so in one line (rather than answer u = x - 1/2 silently)."""
+    model, u = _boundary_layer(0.01, refine=3)
+    with pytest.warns(UserWarning, match="misses its exact data") as record:
+        pk.fit(model, progress=False)
+    assert len([w for w in record if "exact data" in str(w.message)]) == 1
+    report = model.adequacy()
+    assert report.data_misfit > 100 and not report.ok
+
+
 def test_the_exact_fit_of_a_model_is_exposed_and_refuses_what_it_cannot_fit():
     """pk.exact_fit(model): the textbook fit of the model's own equation and data, before or
     after the GP's fit; a model with an unknown source has no exact likelihood."""

@@ -40,7 +40,7 @@ system's trajectory leaves any data).
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Adequacy", "BETWEEN_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
+__all__ = ["Adequacy", "BETWEEN_TOL", "DATA_MISFIT_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
 
 #: the equation's RMS residual at the collocation points above this fraction of the RMS
 #: size of its terms: the equation gave way to the data
@@ -50,6 +50,11 @@ RESIDUAL_TOL = 0.02
 #: above this: the collocation does not resolve the solution
 #: (:mod:`~pyro_pidkl.models.resolution`)
 BETWEEN_TOL = 0.25
+
+#: the posterior mean's RMS miss of exact data over its tolerance above this: the data and
+#: the equation disagree, or the collocation does not resolve the solution
+#: (:func:`~pyro_pidkl.models.resolution.data_misfit`)
+DATA_MISFIT_TOL = 3.0
 
 #: the log evidence ratio below minus this: the data contradict the equation (odds of 100
 #: to 1, "decisive" on Jeffreys' scale)
@@ -75,6 +80,8 @@ class Adequacy:
     :ivar float between: the same relative residual on a check set between the collocation
         points (:mod:`~pyro_pidkl.models.resolution`; ``nan`` where not checked): above
         :data:`BETWEEN_TOL` the collocation does not resolve the solution.
+    :ivar float data_misfit: how far the posterior mean misses exact data, over their
+        tolerance (``nan`` for noisy data): above :data:`DATA_MISFIT_TOL`, a misfit.
     """
 
     what: str
@@ -83,6 +90,7 @@ class Adequacy:
     noise_learned: bool
     trajectory_misfit: dict = field(default_factory=dict)
     between: float = math.nan
+    data_misfit: float = math.nan
 
     @property
     def reasons(self):
@@ -103,6 +111,10 @@ class Adequacy:
                        f"equation by {self.between:.1%} of the size of its terms (the "
                        f"collocation does not resolve the solution: more points, "
                        f"collocation=)")
+        if self.data_misfit > DATA_MISFIT_TOL:
+            out.append(f"the posterior mean misses its exact data by {self.data_misfit:.3g} "
+                       f"times their tolerance (RMS; the equation cannot pass through them, "
+                       f"or the collocation does not resolve the solution: more points)")
         if self.noise_learned and self.log_evidence_ratio < -EVIDENCE_TOL:
             out.append(f"the data are {-self.log_evidence_ratio:.1f} nats less likely with "
                        f"the equation than without it")
@@ -124,6 +136,7 @@ class Adequacy:
     def as_dict(self):
         """A JSON-ready dict of the numbers."""
         return {"residual": dict(self.residual), "between": self.between,
+                "data_misfit": self.data_misfit,
                 "log_evidence_ratio": self.log_evidence_ratio,
                 "noise_learned": self.noise_learned,
                 "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}

@@ -85,7 +85,7 @@ from .exact_gp import ExactGP
 from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from .parameter_uncertainty import ParameterUncertainty, with_point_priors
 from .referee import equation_problem, referee
-from .resolution import REFINE_DEFAULT, between_residual, resolve
+from .resolution import REFINE_DEFAULT, between_residual, data_misfit, resolve
 
 __all__ = ["PhysicsConditionedGP"]
 
@@ -360,6 +360,9 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
 
     def _between_residual(self, joint):
         return between_residual(self, joint)
+
+    def _data_misfit(self):
+        return data_misfit(self)
 
     def _exact_problem(self):
         return equation_problem(self)

@@ -287,8 +287,9 @@ class LinearisedConditioning:
                 evidence = math.nan
             trajectory = self._trajectory_misfit()
             between = self._between_residual(joint)
+            missed = self._data_misfit()
         return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
-                        trajectory, between)
+                        trajectory, between, missed)
 
     @own_parameters
     def equation_residuals(self):
@@ -310,6 +311,10 @@ class LinearisedConditioning:
 
     def _between_residual(self, joint):
         """The residual between the collocation points (``nan``: not checked)."""
+        return math.nan
+
+    def _data_misfit(self):
+        """How far the posterior mean misses exact data (``nan``: not checked)."""
         return math.nan
 
     def _trajectory_misfit(self):
