@@ -267,3 +267,18 @@ def test_the_identified_verdict_does_not_flip_with_the_collocation_seed():
     assert flags[0] == flags[1] == flags[2]
     for n in truth:
         assert max(v[n]["lower"] for v in values) <= min(v[n]["upper"] for v in values)
+
+
+def test_a_coefficient_at_the_edge_of_its_prior_does_not_crash_the_referee():
+    """The exact fit can run a positive rate to 0, where a declared LogNormal prior is not
+    defined: its log prior is -inf (the referee then keeps the GP's answer), not an error
+    (a calibration fit of the pendulum stopped with a ValueError before)."""
+    import pyro.distributions as dist
+    from pyro_pidkl.models.referee import _log_prior, _prior_hessian
+    eq = Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",),
+                  k=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0)))
+    t = torch.linspace(0, 1, 12, dtype=D)
+    model = pk.PhysicsConditionedGP(t, torch.exp(-t), eq)
+    assert _log_prior(model, {"k": 0.0}) == -math.inf
+    assert math.isfinite(_log_prior(model, {"k": 1.0}))
+    assert np.isfinite(_prior_hessian(model, [-1e3])).all()

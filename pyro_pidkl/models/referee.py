@@ -43,6 +43,7 @@ Not refereed: an equation with an unknown (``"gp"``) source, a condition
 coefficient that is not a scalar, more than one input, fewer than three data.
 """
 
+import contextlib
 import copy
 import math
 import time
@@ -133,16 +134,30 @@ def _cost(model, values, problem):
     return nll - _log_prior(model, values), x0
 
 
+@contextlib.contextmanager
+def _unvalidated():
+    """Distributions' arguments not validated inside the block: a coefficient the exact fit
+    ran to the edge of its support (a rate at 0) has log prior ``-inf``, not an error."""
+    keep = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(keep)
+
+
 def _log_prior(model, values):
-    """The coefficients' log prior at ``values`` ``{name: float}``."""
+    """The coefficients' log prior at ``values`` ``{name: float}`` (``-inf`` outside its
+    support)."""
     tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
     unconstrained = []
     for (n, owner, p), t in zip(model._coefficients(), tensors):
         transform = torch.distributions.transform_to(owner.specs[p].constraint)
         unconstrained.append(transform.inv(torch.tensor(values[n], dtype=t.dtype)).reshape(
             t.shape))
-    with torch.no_grad(), parameters_at(tensors, unconstrained):
-        return float(model.coefficient_log_prior())
+    with torch.no_grad(), parameters_at(tensors, unconstrained), _unvalidated():
+        value = float(model.coefficient_log_prior())
+    return value if math.isfinite(value) or value == -math.inf else -math.inf
 
 
 def _normal_prior(model):
@@ -174,9 +189,10 @@ def _prior_hessian(model, theta):
                 total = total + default_coefficient_log_prior(spec, u[k])
         return -total
     u = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
-    with torch.enable_grad():
+    with torch.enable_grad(), _unvalidated():
         H = torch.autograd.functional.hessian(negative_log_prior, u)
-    return H.detach().numpy()
+    H = H.detach().numpy()
+    return np.where(np.isfinite(H), H, 0.0)
 
 
 def _problem(model):
@@ -221,9 +237,23 @@ def referee(model, refit=None):
     r"""Referee a fitted conditioned model on its exact ODE (module docstring): sets and
     returns ``model.referee`` (a :class:`Referee`, or ``None`` where the model is not
     refereed). ``refit()`` fits the model again from its state (the GP's own parameters,
-    with the coefficients held at the exact fit's where the verdict is ``"exact"``)."""
-    began = time.perf_counter()
+    with the coefficients held at the exact fit's where the verdict is ``"exact"``). A
+    referee that cannot run (a trajectory that does not integrate, a factor that fails)
+    leaves the fit as it is and says so in one line: it never ends a fit."""
     model.referee = None
+    try:
+        return _referee(model, refit)
+    except (ValueError, RuntimeError, ArithmeticError, np.linalg.LinAlgError,
+            NonFiniteError, NotPositiveDefiniteError, FitDivergedError) as e:
+        model.referee = None
+        warn(f"The exact-ODE referee of {model._what()} could not run "
+             f"({type(e).__name__}: {str(e).splitlines()[0][:120]}): the conditioned fit's "
+             f"answer is reported unrefereed", RefereeWarning)
+        return None
+
+
+def _referee(model, refit):
+    began = time.perf_counter()
     problem = _problem(model)
     if problem is None:
         return None
