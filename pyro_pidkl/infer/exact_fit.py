@@ -90,7 +90,7 @@ class ExactFit:
             hi = float(t(u + z * s)) if math.isfinite(s) else float(t(torch.tensor(1e300)))
             slope = float(t.log_abs_det_jacobian(u, t(u)).exp())
             out[n] = {"value": float(t(u)), "lower": min(lo, hi), "upper": max(lo, hi),
-                      "sd": abs(slope) * s,
+                      "sd": float(abs(slope) * s),
                       "identified": bool(ok)}
         return out
 
