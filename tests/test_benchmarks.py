@@ -192,6 +192,7 @@ def test_the_calibration_benchmark_ranks_the_truth_beside_the_exact_likelihood(t
     assert cal._chi2([0.01] * 10)[0] < 1e-6
 
 
+@pytest.mark.slow   # with the exact-ODE referee after each fit: over ten seconds
 def test_the_adequacy_benchmark_records_a_right_and_a_wrong_equation(tmp_path):
     import json
     ad = _load("adequacy")

@@ -525,6 +525,7 @@ def _oscillator_model(**params):
     return pk.PhysicsConditionedGP(data.X_train, data.y_train, eq, domain=pk.Box(t=(0, 6))), data
 
 
+@pytest.mark.slow   # with the exact-ODE referee after each fit: over ten seconds
 def test_a_coefficient_prior_enters_the_objective_as_a_map_estimate():
     """omega with a tight prior at 3 (LogNormal(log 3, 0.01)) is pulled from its
     likelihood's 2.005 towards 3; the user's equation keeps its sample site."""
@@ -639,6 +640,7 @@ def test_source_prior_is_one_of_the_models_priors():
     assert torch.allclose(torch.as_tensor(model.log_prior()), expected)
 
 
+@pytest.mark.slow   # with the exact-ODE referee after each fit: over ten seconds
 def test_starts_screened_on_a_data_subset_end_at_the_same_fit():
     """The starts are ranked on a maximin subset of the data (``screen_data``) and the best
     is fitted to all of them: the same optimum as a screen on all the data; the subset is
