@@ -279,8 +279,8 @@ def _referee(model, refit):
     # is the more likely (beyond rounding), its coefficients are reported
     report.moved = verdict in ("exact", "apart") or (
         verdict == "agree" and exact_cost < gp_cost - COST_SLACK)
-    if report.moved:
-        _hold_at_exact(model, exact, refit, problem)
+    if report.moved:    # a small move where they agree: from the GP's own linearisation
+        _hold_at_exact(model, exact, refit, problem, relinearise=verdict != "agree")
     shown = ", ".join(f"{n} {gp_values[n]:.4g} -> {v:.4g}" for n, v in exact.values().items())
     if verdict == "exact":
         warn(f"The conditioned fit of {model._what()} ended where the equation's exact "
@@ -320,10 +320,11 @@ def _apart(model, exact, gp_values, prob=0.9):
     return out
 
 
-def _hold_at_exact(model, exact, refit, problem):
-    """Set the coefficients to the exact fit's and the linearisation point to its
-    trajectory, and fit the GP's own parameters to them (the coefficients held), when
-    ``refit`` is given; a refit that fails leaves the GP as it was, the coefficients set."""
+def _hold_at_exact(model, exact, refit, problem, relinearise=True):
+    """Set the coefficients to the exact fit's (and, with ``relinearise``, the linearisation
+    point to its trajectory: a system's GP priors too), and fit the GP's own parameters to
+    them (the coefficients held), when ``refit`` is given; a refit that fails leaves the GP
+    as it was, the coefficients set."""
     state = copy.deepcopy(model.state_dict())
 
     def put():
@@ -332,7 +333,8 @@ def _hold_at_exact(model, exact, refit, problem):
                 getattr(owner, p + "_unconstrained").fill_(float(v))
         model._cache = None
     put()
-    _linearise_at_trajectory(model, exact, problem)
+    if relinearise:
+        _linearise_at_trajectory(model, exact, problem)
     if refit is None:
         return
     model._hold_coefficients = True
