@@ -332,6 +332,8 @@ def test_the_fit_is_never_worse_than_its_own_shooting_stage():
     assert set(costs) >= {"shooting", "fit"}
     kept = costs[{"fit": "fit", "refit": "refit", "shooting": "held"}[model.kept_stage]]
     assert kept <= costs["shooting"] + stage_tolerance(2)
-    assert trajectory_cost(model)[0] == pytest.approx(kept, abs=1e-6)
+    # the exact-ODE referee runs after the stages and only ever moves to a more likely answer
+    assert model.referee is not None
+    assert trajectory_cost(model)[0] <= kept + 1e-6
     k = model.equation_parameters()
     assert abs(k["k1"] + k["k2"] - 1.1) < 0.05, k
