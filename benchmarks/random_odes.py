@@ -1,4 +1,4 @@
-"""A benchmark drawn at random: ODE problems generated from a seed, each fitted at the
+r"""A benchmark drawn at random: ODE problems generated from a seed, each fitted at the
 library's defaults and by the textbook exact-ODE fit, side by side.
 
 The generator is the benchmark: ``--seed S`` draws new problems, so it cannot be tuned to.
@@ -13,8 +13,14 @@ Families (each problem draws its coefficients, its sampling and its noise):
   random (first and second order, rates spread over two orders of magnitude), 0-2 species
   never measured (their initial values known to the exact fit's start and the library's
   ``scales``), 20-40 points of each measured species;
+* ``epidemic``: SIR in fractions, the daily cases a known fraction of the infected
+  (:math:`\mu = M i`, ``M`` the reporting rate times the population, 300-3000) observed as
+  Poisson counts, the susceptibles never measured and their initial fraction known (a
+  condition), ``beta`` and ``gamma`` learned (R0 1.3-4), 25-60 days; the system written for
+  the log of the expected count, ``u = log(M i)``: ``s' = -beta s e^u / M``,
+  ``u' = beta s - gamma``;
 * noise: Gaussian (2-8% of the signal's range) or log-normal (3-10%; not for an
-  oscillator, whose signal crosses zero).
+  oscillator, whose signal crosses zero); counts for an epidemic.
 
 The user's starting values are the truth moved by a random factor of up to 3 either way,
 as a new user's guesses are. Each problem is fitted by
@@ -25,7 +31,8 @@ as a new user's guesses are. Each problem is fitted by
 * the exact-ODE fit written as a statistician would, independent of the library:
   ``scipy.optimize.least_squares`` on ``solve_ivp`` (LSODA, rtol 1e-10; Jacobian by
   differences of 1e-6) over the coefficients' logs and the initial state, from the same start and four more (the start moved by up to
-  a factor of 3), 90% intervals from the Gauss-Newton covariance.
+  a factor of 3), 90% intervals from the Gauss-Newton covariance (counts: Poisson deviance
+  residuals, maximum likelihood, the covariance the inverse Fisher information).
 
 Per coefficient: the relative error, whether the 90% interval covers the truth, its width,
 whether it is marked identified, and a **confident miss**: an interval that excludes the
@@ -192,8 +199,38 @@ def draw_network(gen):
     raise RuntimeError("no network drawn")
 
 
-FAMILIES = {"growth": draw_growth, "oscillator": draw_oscillator, "network": draw_network}
-WEIGHTS = {"growth": 0.35, "oscillator": 0.35, "network": 0.3}
+def sir_log(M):
+    """SIR for ``(s, u)``, ``u`` the log of the expected daily count ``M i``."""
+    return lambda _, x, beta, gamma: [-beta * x[0] * math.exp(min(x[1], 700.0)) / M,
+                                      beta * x[0] - gamma]
+
+
+def draw_epidemic(gen):
+    """An epidemic observed as Poisson counts of a known fraction of the infected."""
+    for _ in range(50):
+        gamma = float(np.exp(gen.uniform(math.log(0.1), math.log(0.4))))
+        beta = gamma * float(gen.uniform(1.3, 4.0))
+        s0 = float(gen.uniform(0.6, 0.99))
+        M = float(np.exp(gen.uniform(math.log(300.0), math.log(3000.0))))
+        u0 = math.log(float(gen.uniform(3.0, 20.0)))
+        T = int(gen.integers(25, 61))
+        t = np.arange(T + 1, dtype=float)
+        rhs = sir_log(M)
+        y = _solve(lambda s, x: rhs(s, x, beta, gamma), [s0, u0], t)
+        if y is None or not np.isfinite(y).all() or np.exp(y[1]).max() < 2 * math.exp(u0):
+            continue
+        counts = gen.poisson(np.exp(y[1])).astype(float)
+        truth = {"beta": beta, "gamma": gamma}
+        return {"family": "epidemic", "law": f"SIR, R0 {beta / gamma:.2f}", "truth": truth,
+                "M": M, "s0": s0, "t": t.tolist(), "y": [counts.tolist()], "observed": [1],
+                "x0": [s0, u0], "noise": "poisson", "level": 0.0,
+                "start": _start(gen, truth)}
+    raise RuntimeError("no epidemic drawn")
+
+
+FAMILIES = {"growth": draw_growth, "oscillator": draw_oscillator, "network": draw_network,
+            "epidemic": draw_epidemic}
+WEIGHTS = {"growth": 0.3, "oscillator": 0.3, "network": 0.25, "epidemic": 0.15}
 
 
 def draw(seed, index, families):
@@ -222,6 +259,9 @@ def numpy_rhs(problem, values):
             return lambda s, x: [x[1], -v["c"] * x[1] - v["k"] * x[0] - v["b"] * x[0] ** 3
                                  + A * math.cos(w * s)]
         return lambda s, x: [x[1], -v["c"] * x[1] - v["w2"] * math.sin(x[0]) + A * math.cos(w * s)]
+    if fam == "epidemic":
+        rhs = sir_log(problem["M"])
+        return lambda s, x: rhs(s, x, values["beta"], values["gamma"])
     rates = [values[f"k{j}"] for j in range(len(problem["reactions"]))]
     return mass_action(rates, problem["reactions"], problem["species"])
 
@@ -245,13 +285,24 @@ def exact_fit(problem, starts=5):
         x_start[c] = Y[j, 0]
     if problem["family"] == "oscillator":
         x_start[1] = (Y[0, 1] - Y[0, 0]) / (t[1] - t[0])
+    counts = problem["family"] == "epidemic"
+    if counts:              # the log of the first count; the susceptibles' fraction known
+        x_start[1] = math.log(Y[0, 0] + 0.5)
+    known = {0: problem["s0"]} if counts else {}
 
     def residuals(v):
         values = dict(zip(names, np.exp(v[:len(names)])))
-        sol = solve_ivp(numpy_rhs(problem, values), (0.0, float(t[-1])), v[len(names):],
+        x0 = np.array(v[len(names):])
+        for c, value in known.items():
+            x0[c] = value
+        sol = solve_ivp(numpy_rhs(problem, values), (0.0, float(t[-1])), x0,
                         t_eval=t, method="LSODA", rtol=1e-10, atol=1e-12)
         if not sol.success or sol.y.shape[1] != len(t) or not np.isfinite(sol.y).all():
             return np.full(Y.size, 1e3)
+        if counts:          # Poisson deviance residuals: least squares is the likelihood's
+            mu = np.exp(np.minimum(sol.y[observed], 700.0))
+            d = np.where(Y > 0, Y * np.log(np.maximum(Y, 1e-300) / mu), 0.0) - (Y - mu)
+            return (np.sign(Y - mu) * np.sqrt(2 * np.maximum(d, 0.0))).ravel()
         return ((sol.y[observed] - Y) / scale[:, None]).ravel()
 
     gen = np.random.default_rng(problem["index"])
@@ -271,8 +322,10 @@ def exact_fit(problem, starts=5):
         if best is None or res.cost < best.cost:
             best = res
     J, r = best.jac, best.fun
-    dof = max(r.size - best.x.size, 1)
-    cov = np.linalg.pinv(J.T @ J) * float(r @ r) / dof
+    if known:                       # a known state is no parameter
+        J = np.delete(J, [len(names) + c for c in known], axis=1)
+    dof = max(r.size - J.shape[1], 1)
+    cov = np.linalg.pinv(J.T @ J) * (1.0 if counts else float(r @ r) / dof)
     out = {}
     for i, n in enumerate(names):
         s = math.sqrt(max(cov[i, i], 0.0))
@@ -319,7 +372,7 @@ def library_fit(problem):
                                 - A * torch.cos(w * x["t"]))
                 eq = Equation(psi, inputs=("t",), **params)
             model = pk.PhysicsConditionedGP(t, Y[0], eq)
-        else:
+        if fam == "network":
             S, reactions = problem["species"], problem["reactions"]
             outputs = tuple(f"s{i}" for i in range(S))
 
@@ -341,6 +394,17 @@ def library_fit(problem):
             scales = {outputs[c]: (problem["x0"][c], max(problem["x0"][c], 0.1))
                       for c in range(S) if c not in problem["observed"]}
             model = pk.ConditionedSystemGP(system, data, scales=scales or None)
+        elif fam == "epidemic":
+            M, s0 = problem["M"], problem["s0"]
+
+            def sir(f, x, beta, gamma):
+                return (f["s"].d("t") + beta * f["s"] * torch.exp(f["u"]) / M,
+                        f["u"].d("t") - beta * f["s"] + gamma)
+            system = pk.EquationSystem(sir, outputs=("s", "u"), inputs=("t",),
+                                       **{n: Parameter(v) for n, v in start.items()})
+            model = pk.ConditionedSystemGP(
+                system, {"u": (t, Y[0])}, likelihoods={"u": "poisson"},
+                conditions=[pk.Condition([[0.0]], lambda f, x: f["s"], s0, name="s(0)")])
         error = None
         try:
             pk.fit(model, progress=False)

@@ -42,6 +42,19 @@ def test_the_exact_fit_recovers_a_drawn_growth_law():
     assert seconds > 0
 
 
+def test_an_epidemic_is_counts_of_its_infected_and_its_exact_fit_is_poisson_likelihood():
+    """A drawn epidemic: Poisson counts whose mean is M i; the benchmark's exact fit (Poisson
+    deviance residuals) ends within 25% of beta and gamma, each interval around its
+    estimate."""
+    p = random_odes.draw(5, 0, {"epidemic"})
+    Y = np.asarray(p["y"])
+    assert p["family"] == "epidemic" and (Y == np.round(Y)).all() and (Y >= 0).all()
+    fit, _ = random_odes.exact_fit(p)
+    for n, v in p["truth"].items():
+        value, lower, upper = fit[n]
+        assert abs(value - v) < 0.25 * v and lower <= value <= upper, (n, v, fit[n])
+
+
 def test_the_summary_scores_coverage_errors_and_confident_misses():
     """Two made-up records: a covered coefficient and a confident miss without a warning."""
     def rec(truth, lib, exact, warnings=()):

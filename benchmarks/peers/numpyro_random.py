@@ -10,7 +10,9 @@ learned coefficient ``log k ~ Normal(log start, 2)`` (the library's weak default
 the user's start), each measured component's initial state ``~ Normal(its first datum, 2
 sd(data))``, an oscillator's initial velocity ``~ Normal(0, 3 sd(data))``, a hidden
 species' ``~ Normal(its known value, 0.1 + 0.3 value)``, each measured output's noise ``~
-HalfNormal(sd(data))``, the data ``~ Normal(x(t), noise)``. Two chains of ``warmup +
+HalfNormal(sd(data))``, the data ``~ Normal(x(t), noise)``; an epidemic's susceptible
+fraction at its known value, the log of its first expected count ``~ Normal(log(first
+count + 1/2), 2)``, its counts ``~ Poisson(exp(u(t)))``. Two chains of ``warmup +
 samples`` started at the truth (the reference posterior in the truth's basin, not a
 search). Returns per coefficient the posterior mean and the central 90% interval, R-hat
 and effective size, the divergences, the seconds (compilation included) and the versions.
@@ -51,6 +53,10 @@ def vector_field(spec):
                                               - k["b"] * s[0] ** 3 + A * jnp.cos(w * t)])
         return lambda s, t, k: jnp.stack([s[1], -k["c"] * s[1] - k["w2"] * jnp.sin(s[0])
                                           + A * jnp.cos(w * t)])
+    if fam == "epidemic":
+        M = spec["M"]
+        return lambda s, t, k: jnp.stack([-k["beta"] * s[0] * jnp.exp(s[1]) / M,
+                                          k["beta"] * s[0] - k["gamma"]])
     reactions, S = spec["reactions"], spec["species"]
 
     def network(s, t, k):
@@ -85,7 +91,10 @@ def main():
             numpyro.deterministic(n, k[n])
         x0 = []
         for c in range(C):
-            if c in observed:
+            if spec["family"] == "epidemic":
+                x0.append(jnp.asarray(float(spec["s0"])) if c == 0 else numpyro.sample(
+                    f"x0_{c}", dist.Normal(float(np.log(Y[0][0] + 0.5)), 2.0)))
+            elif c in observed:
                 y = Y[observed.index(c)]
                 x0.append(numpyro.sample(f"x0_{c}", dist.Normal(float(y[0]),
                                                                 2 * float(np.std(y)) + 1e-3)))
@@ -97,11 +106,16 @@ def main():
         traj = odeint(lambda s, tt: rhs(s, tt, k), jnp.stack(x0), t, rtol=1e-7, atol=1e-9,
                       mxstep=10000)
         for j, c in enumerate(observed):
+            if spec["family"] == "epidemic":
+                numpyro.sample(f"y_{c}", dist.Poisson(jnp.exp(jnp.minimum(traj[:, c], 700.0))),
+                               obs=jnp.asarray(Y[j]))
+                continue
             sigma = numpyro.sample(f"sigma_{c}", dist.HalfNormal(float(np.std(Y[j])) + 1e-6))
             numpyro.sample(f"y_{c}", dist.Normal(traj[:, c], sigma), obs=jnp.asarray(Y[j]))
 
     init = {f"log_{n}": jnp.log(spec["truth"][n]) for n in names}
-    init.update({f"x0_{c}": jnp.asarray(float(spec["x0"][c])) for c in range(C)})
+    init.update({f"x0_{c}": jnp.asarray(float(spec["x0"][c])) for c in range(C)
+                 if not (spec["family"] == "epidemic" and c == 0)})
     began = time.perf_counter()
     mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values=init)),
                 num_warmup=spec.get("warmup", 500), num_samples=spec.get("samples", 500),

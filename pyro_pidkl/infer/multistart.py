@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .deviance import count_likelihoods, data_nll
+
 __all__ = ["EXTRA_SHIFT", "MultistartResult", "extra_shift", "multistart_shooting", "start_design"]
 
 
@@ -85,11 +87,13 @@ class _Batch:
         self.ode, self.transforms = ode, transforms
         self.C, self.K, self.P = len(scale), K, len(transforms)
         self.scale = torch.as_tensor(scale, dtype=torch.float64)
-        self.sd = torch.as_tensor(sd, dtype=torch.float64)
+        self.counts = count_likelihoods(observations)
+        self.sd = torch.as_tensor(sd, dtype=torch.float64).clone()
+        self.sd[list(self.counts)] = 1.0        # a count's residuals are its deviances'
         self.edges = np.linspace(t0, t1, K + 1)
         delta = self.edges[1] - self.edges[0]
         rows = []
-        for c, (t, y) in enumerate(observations):
+        for c, (t, y, *_) in enumerate(observations):
             for ti, yi in zip(t, y):
                 k = min(max(int((ti - t0) // delta), 0), K - 1)
                 rows.append((c, k, ti - self.edges[k], yi))
@@ -119,7 +123,11 @@ class _Batch:
         traj = self.ode.integrate_fixed(x, self.local, values, offset, self.max_step)
         traj = traj.reshape(B, K, C, -1)
         fit = traj[:, self.obs_k, self.obs_c, self.obs_j]
-        out = [(self.obs_y - fit) / self.sd[self.obs_c]]
+        data = (self.obs_y - fit) / self.sd[self.obs_c]
+        for c, likelihood in self.counts.items():
+            m = self.obs_c == c
+            data[:, m] = likelihood.residuals(self.obs_y[m], fit[:, m])
+        out = [data]
         if K > 1:
             ends = traj[:, :-1, :, -1] / self.scale
             out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))
@@ -132,15 +140,10 @@ class _Batch:
 
     def profiled(self, r):
         """:math:`\\sum_c (n_c/2) \\log \\overline{r_c^2}` ``(B,)`` in data units from
-        single-shooting residuals ``r`` ``(B, N)``."""
+        single-shooting residuals ``r`` ``(B, N)`` (a count output's: its likelihood's,
+        :func:`~pyro_pidkl.infer.deviance.data_nll`)."""
         data = r[:, :self.obs_y.numel()] * self.sd[self.obs_c]
-        out = torch.zeros(r.shape[0], dtype=r.dtype)
-        for c in range(self.C):
-            m = self.obs_c == c
-            if bool(m.any()):
-                out = out + 0.5 * int(m.sum()) * data[:, m].pow(2).mean(1).clamp(
-                    min=1e-300).log()
-        return torch.where(torch.isfinite(out), out, torch.full_like(out, math.inf))
+        return data_nll(data, self.obs_c, self.counts)
 
 
 def _levenberg_marquardt(residuals, V, iterations, tol=1e-8):

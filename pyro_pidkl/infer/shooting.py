@@ -21,6 +21,8 @@ Jacobian by forward differences with every column's trajectories integrated toge
 one batch (:meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate`). The noise scales
 :math:`\sigma_c` start where the caller puts them and are re-estimated from the residuals
 once (a second pass), so that outputs measured with different noise weigh as they should.
+An output observed as counts (an observation ``(t, y, likelihood)``) enters by its deviance
+residuals instead, its noise its likelihood's (:mod:`~pyro_pidkl.infer.deviance`).
 """
 
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 import torch
+
+from .deviance import count_likelihoods, data_nll
 
 __all__ = ["ShootingResult", "default_segments", "fit_by_shooting", "profiled", "profiled_nll"]
 
@@ -63,11 +67,14 @@ class _Shooting:
     def __init__(self, ode, observations, transforms, t0, t1, K, scale, sd, weight):
         self.ode, self.transforms = ode, transforms
         self.C, self.K, self.P = len(scale), K, len(transforms)
+        self.counts = count_likelihoods(observations)
+        sd = np.array(sd, dtype=float)
+        sd[list(self.counts)] = 1.0             # a count's residuals are its deviances'
         self.scale, self.sd, self.weight = scale, sd, weight
         self.edges = np.linspace(t0, t1, K + 1)
         self.delta = self.edges[1] - self.edges[0]
         rows = []
-        for c, (t, y) in enumerate(observations):
+        for c, (t, y, *_) in enumerate(observations):
             for ti, yi in zip(t, y):
                 k = min(max(int((ti - t0) // self.delta), 0), K - 1) if K > 1 else 0
                 rows.append((c, k, ti - self.edges[k], yi))
@@ -102,7 +109,11 @@ class _Shooting:
             return None
         traj = traj.reshape(B, K, C, -1)
         fit = traj[:, self.obs_k, self.obs_c, self.obs_j]               # (B, N)
-        out = [(self.obs_y - fit) / self.sd[self.obs_c]]
+        data = (self.obs_y - fit) / self.sd[self.obs_c]
+        for c, likelihood in self.counts.items():
+            m = self.obs_c == c
+            data[:, m] = likelihood.residuals(self.obs_y[m], fit[:, m]).numpy()
+        out = [data]
         if K > 1:
             ends = traj[:, :-1, :, -1] / self.scale                    # (B, K-1, C)
             out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))
@@ -175,10 +186,12 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     """
     scale = np.asarray(scale, dtype=float)
     sd = np.maximum(np.asarray(sd, dtype=float), 1e-6 * scale)
+    counts = count_likelihoods(observations)
+    sd[list(counts)] = 1.0
     transforms = [(n, t) for n, t, _ in coefficients]
     theta = np.array([float(s) for _, _, s in coefficients], dtype=float)
     x0 = np.asarray(x0, dtype=float)
-    n_data = sum(len(t) for t, _ in observations)
+    n_data = sum(len(o[0]) for o in observations)
     if segments is None:
         segments = default_segments(n_data)
     stages = []
@@ -224,7 +237,7 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
         r = s.fun(np.r_[theta, x0 / scale])[:len(s.obs_c)] * sd[s.obs_c]
         for c in range(len(scale)):
             rc = r[s.obs_c == c]
-            if len(rc) > 2:
+            if len(rc) > 2 and c not in counts:
                 sd[c] = max(float(np.sqrt(np.mean(rc ** 2))), 1e-3 * scale[c])
         theta, x0, cost = single(theta, x0, sd, max_nfev)
         stages.append((1, 0.0, cost))
@@ -240,12 +253,13 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
 def profiled_nll(shooting, v):
     r""":math:`\sum_c (n_c/2) \log \overline{r_c^2}`, the data's negative log-likelihood
     under the single-shooting trajectory of ``v`` (coefficients, then the initial state over
-    the scale), each output's noise at its maximum (``inf`` where the integration fails)."""
+    the scale), each output's noise at its maximum (``inf`` where the integration fails);
+    a count output's is its likelihood's (:func:`~pyro_pidkl.infer.deviance.data_nll`)."""
     r = shooting.batch(v[None])
     if r is None:
         return float("inf")
-    r = r[0][:len(shooting.obs_c)] * shooting.sd[shooting.obs_c]
-    return profiled(r[shooting.obs_c == c] for c in np.unique(shooting.obs_c))
+    r = r[:, :len(shooting.obs_c)] * shooting.sd[shooting.obs_c]
+    return float(data_nll(r, shooting.obs_c, shooting.counts)[0])
 
 
 def profiled(residuals):

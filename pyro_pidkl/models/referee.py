@@ -5,7 +5,8 @@ A GP conditioned on an equation at collocation points approximates the ODE; its 
 :math:`\log p(y \mid v)`, is not the ODE's likelihood, and on a hard problem (a forced
 nonlinear oscillator, a pendulum at large amplitude, a network with hidden species) its
 optimum can be a wrong one with a narrow interval. Where the equation (or system) is an
-explicit ODE with Gaussian data, :func:`referee` runs after the fit:
+explicit ODE with Gaussian or count data (:mod:`~pyro_pidkl.infer.deviance`),
+:func:`referee` runs after the fit:
 
 1. the exact fit (:func:`~pyro_pidkl.infer.exact_fit.fit_exact`): the ODE's trajectory
    fitted by least squares, from the GP's answer (its coefficients, and its posterior mean's
@@ -39,7 +40,7 @@ explicit ODE with Gaussian data, :func:`referee` runs after the fit:
      basin): the GP's answer and intervals stand.
 
 Not refereed: an equation with an unknown (``"gp"``) source, a condition
-(:class:`~pyro_pidkl.physics.Condition`: not yet carried by the exact fit), counts, a
+(:class:`~pyro_pidkl.physics.Condition`: not yet carried by the exact fit), a
 coefficient that is not a scalar, more than one input, fewer than three data.
 """
 
@@ -452,13 +453,13 @@ def system_problem(model):
     """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.ConditionedSystemGP`
     (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
     from .system_stages import _shooting_setup
-    if model.ode is None or model.count_outputs or sum(model.counts) < 3:
+    if model.ode is None or sum(model.counts) < 3:
         return None
     coefficients = _scalar_coefficients(model)
     if coefficients is None:
         return None
     observations, t0, t1, scale = _shooting_setup(model)
-    K = default_segments(sum(len(t) for t, _ in observations))
+    K = default_segments(sum(len(o[0]) for o in observations))
     edges = np.linspace(t0, t1, K + 1)[:-1]
     with torch.no_grad():
         joint = model.solve()[0]

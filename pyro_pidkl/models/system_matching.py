@@ -23,6 +23,7 @@ from ..gp.data_fit import fit_data_only
 from ..kernels.operators import OperatorCovariance
 from ..physics.collocation import maximin_subset
 from ..physics.linearise import JetField
+from .system_stages import shooting_observations
 from .system_starts import shoot_from_many_starts
 
 __all__ = ["TrajectoryMatching"]
@@ -156,8 +157,7 @@ class TrajectoryMatching:
             x0 = jets[:, 0, int((self.Z[:, 0] - t0).abs().argmin())].numpy()
             scale = self.y_scale.numpy()
             sd = np.maximum((self.y_scale * self.noises().sqrt()).numpy(), 0.05 * scale)
-        observations = [(X[:, 0].numpy(), y.numpy())
-                        for X, y in zip(self.X_by_output, self.y_by_output)]
+        observations = shooting_observations(self)
         known = self.known_states(t0)            # conditions' values at the start
         for c, value in known.items():
             x0[c] = value

@@ -48,12 +48,29 @@ def stage_tolerance(num_coefficients):
 
 
 def _shooting_setup(model):
-    """``(observations, t0, t1, scale)`` of the model's data for shooting."""
+    """``(observations, t0, t1, scale)`` of the model's data for shooting: per output
+    ``(t, y)``, or ``(t, counts, likelihood)`` for an output observed as counts (its
+    exact likelihood, :mod:`~pyro_pidkl.infer.deviance`)."""
     t_all = torch.cat([X[:, 0] for X in model.X_by_output])
     t0 = min(float(model.domain.low[0]), float(t_all.min()))
-    observations = [(X[:, 0].numpy(), y.numpy())
-                    for X, y in zip(model.X_by_output, model.y_by_output)]
-    return observations, t0, float(t_all.max()), model.y_scale.numpy()
+    return (shooting_observations(model), t0, float(t_all.max()),
+            model.y_scale.numpy())
+
+
+def shooting_observations(model):
+    """Each output's data for an exact fit: ``(t, y)`` (Gaussian) or ``(t, counts,
+    likelihood)``."""
+    from ..infer.deviance import NegativeBinomial, Poisson
+    out = []
+    for c, (X, y) in enumerate(zip(model.X_by_output, model.y_by_output)):
+        t = X[:, 0].numpy()
+        if c not in getattr(model, "count_outputs", ()):
+            out.append((t, y.numpy()))
+            continue
+        r = model._dispersion(c)
+        likelihood = Poisson() if r is None else NegativeBinomial(float(r.detach()))
+        out.append((t, model.count_data[c].numpy(), likelihood))
+    return out
 
 
 def trajectory_cost(model, theta=None, x0=None):
@@ -63,7 +80,8 @@ def trajectory_cost(model, theta=None, x0=None):
     posterior means at the first time).
 
     :returns: ``(cost, x0)``, or ``None`` for another system or a failed integration."""
-    from ..infer.shooting import fit_by_shooting, profiled
+    from ..infer.deviance import count_likelihoods, data_nll
+    from ..infer.shooting import fit_by_shooting
     ode = model.ode
     if ode is None or not sum(model.counts):
         return None
@@ -81,14 +99,22 @@ def trajectory_cost(model, theta=None, x0=None):
         found = fit_by_shooting(ode, observations, [], np.asarray(x0, dtype=float), t0, t1,
                                 scale, np.maximum(0.05 * scale, 1e-12), segments=1,
                                 known=known)
-        grid = np.unique(np.r_[t0, np.concatenate([t for t, _ in observations])])
+        grid = np.unique(np.r_[t0, np.concatenate([o[0] for o in observations])])
         traj = ode.integrate(t0, torch.as_tensor(found.x0)[None], grid)
     if traj is None:
         return None
     with torch.no_grad(), parameters_at(tensors, values):
         cost = -float(model.coefficient_log_prior())       # the coefficients' priors too
-    cost += profiled(traj[0][c][np.searchsorted(grid, t)] - y
-                     for c, (t, y) in enumerate(observations) if len(t))
+    path = np.concatenate([traj[0][c][np.searchsorted(grid, o[0])]
+                           for c, o in enumerate(observations)])
+    obs_c = np.concatenate([np.full(len(o[0]), c) for c, o in enumerate(observations)])
+    y = np.concatenate([o[1] for o in observations])
+    counts = count_likelihoods(observations)
+    r = torch.as_tensor(y - path)[None]
+    for c, likelihood in counts.items():
+        m = torch.as_tensor(obs_c == c)
+        r[:, m] = likelihood.residuals(y[obs_c == c], path[obs_c == c])[None]
+    cost += float(data_nll(r, obs_c, counts)[0])
     return cost, found.x0
 
 

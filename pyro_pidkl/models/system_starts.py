@@ -74,7 +74,7 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
         (``improved``) against gradient matching's answer.
     """
     hidden = [c for c in range(len(model.outputs)) if not model.counts[c]]
-    n_data = sum(len(t) for t, _ in observations)
+    n_data = sum(len(o[0]) for o in observations)
     K = default_segments(n_data)
     edges = np.linspace(t0, t1, K + 1)[:-1]
     at = [int((model.Z[:, 0] - e).abs().argmin()) for e in edges]

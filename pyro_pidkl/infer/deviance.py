@@ -1,0 +1,100 @@
+r"""Counts in a least-squares fit of an ODE's trajectory: deviance residuals, whose half sum
+of squares is the counts' negative log-likelihood.
+
+An output observed as counts is the log of their mean, :math:`\eta = x_c(t)`,
+:math:`\mu = e^\eta`. Its observations enter the exact fit
+(:mod:`~pyro_pidkl.infer.shooting`, :mod:`~pyro_pidkl.infer.multistart`,
+:mod:`~pyro_pidkl.infer.exact_fit`) as the signed square roots of the unit deviances,
+
+.. math::
+    r_i = \operatorname{sign}(y_i - \mu_i) \sqrt{2\,d(y_i, \mu_i)}, \qquad
+    d = y \log\frac{y}{\mu} - (y - \mu) \;\;(\text{Poisson}), \qquad
+    d = y \log\frac{y}{\mu} - (y + \phi) \log\frac{y + \phi}{\mu + \phi}
+    \;\;(\text{negative binomial, dispersion } \phi),
+
+so that :math:`\tfrac12 \sum_i r_i^2 = -\log p(y \mid \mu) + \text{const}(y)` exactly:
+least squares on them is maximum likelihood, and the Gauss-Newton Hessian
+:math:`J^\top J` is the Fisher information at the optimum (near :math:`y = \mu`,
+:math:`r \approx (y - \mu)/\sqrt{\operatorname{Var} y}`). A Gaussian output's residuals
+stay :math:`(y - x)/\sigma` with its noise profiled (:func:`data_nll`).
+
+An observation of an output is ``(t, y)`` (Gaussian) or ``(t, y, likelihood)`` with a
+:class:`Poisson` or :class:`NegativeBinomial` likelihood.
+"""
+
+import math
+
+import torch
+
+__all__ = ["NegativeBinomial", "Poisson", "count_likelihoods", "data_nll", "likelihood_of"]
+
+
+class Poisson:
+    """Poisson counts of mean :math:`e^\\eta`."""
+
+    kind = "poisson"
+
+    def unit_deviance(self, y, mu):
+        """:math:`d(y, \\mu)` (module docstring), elementwise."""
+        return torch.xlogy(y, y / mu) - (y - mu)
+
+    def residuals(self, y, log_mean):
+        """The signed root deviances ``r`` (the shape of ``log_mean``; ``y`` broadcasts)."""
+        y = torch.as_tensor(y, dtype=torch.float64)
+        eta = torch.as_tensor(log_mean, dtype=torch.float64).clamp(max=700.0)
+        mu = eta.exp()
+        d = self.unit_deviance(y, mu).clamp(min=0.0)
+        return torch.sign(y - mu) * (2 * d).sqrt()
+
+    def __repr__(self):
+        return "Poisson()"
+
+
+class NegativeBinomial(Poisson):
+    """Negative-binomial counts of mean :math:`e^\\eta` and dispersion ``dispersion``
+    (variance :math:`\\mu + \\mu^2/\\phi`), the dispersion held."""
+
+    kind = "negative_binomial"
+
+    def __init__(self, dispersion):
+        dispersion = float(dispersion)
+        if not (math.isfinite(dispersion) and dispersion > 0):
+            raise ValueError(f"Expected a positive finite dispersion; got {dispersion!r}")
+        self.dispersion = dispersion
+
+    def unit_deviance(self, y, mu):
+        phi = self.dispersion
+        return torch.xlogy(y, y / mu) - (y + phi) * torch.log((y + phi) / (mu + phi))
+
+    def __repr__(self):
+        return f"NegativeBinomial({self.dispersion:.4g})"
+
+
+def likelihood_of(observation):
+    """The likelihood of an observation ``(t, y[, likelihood])``: ``None`` for Gaussian."""
+    return observation[2] if len(observation) > 2 else None
+
+
+def count_likelihoods(observations):
+    """``{component: likelihood}`` of the components observed as counts."""
+    return {c: likelihood_of(o) for c, o in enumerate(observations)
+            if likelihood_of(o) is not None}
+
+
+def data_nll(r, obs_c, counts):
+    r"""The data's negative log-likelihood ``(B,)`` from residuals ``r`` ``(B, N)`` of the
+    data in their units (a Gaussian component's :math:`y - x`, a count component's
+    deviance residuals) of components ``obs_c`` ``(N,)``: :math:`\sum_c (n_c/2) \log
+    \overline{r_c^2}` over the Gaussian components (each noise at its maximum) plus
+    :math:`\tfrac12 \sum_i r_i^2` over the counts, constants dropped (``inf`` where not
+    finite)."""
+    r = torch.as_tensor(r, dtype=torch.float64)
+    obs_c = torch.as_tensor(obs_c)
+    out = torch.zeros(r.shape[0], dtype=r.dtype)
+    for c in torch.unique(obs_c).tolist():
+        m = obs_c == c
+        if c in counts:
+            out = out + 0.5 * r[:, m].pow(2).sum(1)
+        else:
+            out = out + 0.5 * int(m.sum()) * r[:, m].pow(2).mean(1).clamp(min=1e-300).log()
+    return torch.where(torch.isfinite(out), out, torch.full_like(out, math.inf))
