@@ -17,7 +17,7 @@ _SOURCES = {
     "coverage": "diagnostics", "crps": "diagnostics", "nrmse": "diagnostics",
     "relative_l2_error": "diagnostics", "rmse": "diagnostics",
     "test_log_predictive_density": "diagnostics", "Adequacy": "diagnostics",
-    "ModelMisfitWarning": "diagnostics",
+    "ModelMisfitWarning": "diagnostics", "UnfittedModelWarning": "checks",
     "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
     "SolverRefusedError": "errors",
     "GPPosterior": "gp", "PosteriorDraw": "physics", "cho_solve": "gp", "logdet": "gp",
@@ -39,7 +39,7 @@ _SOURCES = {
     "SparseCholeskySolver": "models", "Matern72": "kernels",
     "Referee": "models", "RefereeWarning": "models", "exact_fit": "models",
     "ExactFit": "infer", "fit_exact": "infer", "EquationODE": "physics",
-    "equation_ode": "physics",
+    "equation_ode": "physics", "save": "saving", "load": "saving",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
 

@@ -166,9 +166,20 @@ def distinct_inputs(X):
     return int(torch.unique(X, dim=0).shape[0]) if X.shape[0] else 0
 
 
+class UnfittedModelWarning(UserWarning):
+    """A model that was never fitted is asked for a prediction."""
+
+
 def warn_if_interrupted(model):
     """One warning when ``model``'s last fit did not finish (interrupted, or stopped by a
-    divergence): its parameters are where the fit stopped, not an optimum."""
+    divergence): its parameters are where the fit stopped, not an optimum; and one, the
+    first time only, when it was never fitted by :func:`~pyro_pidkl.fit` (its parameters
+    are their starting values)."""
     if getattr(model, "fit_interrupted", False):
         warn(f"The last fit of {type(model).__name__} did not finish (interrupted or "
              f"diverged): it predicts from where the fit stopped; fit it again")
+    elif not hasattr(model, "fit_interrupted") and not model.__dict__.get("_warned_unfitted"):
+        model.__dict__["_warned_unfitted"] = True
+        warn(f"{type(model).__name__} was never fitted by pk.fit: it predicts with its "
+             f"parameters at their starting values (fit it first; after your own training "
+             f"loop, set model.fit_interrupted = False)", UnfittedModelWarning)

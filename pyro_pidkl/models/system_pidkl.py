@@ -18,6 +18,7 @@ system, so every output needs data: for an output nobody measured, use
 """
 
 import functools
+import warnings
 import math
 
 import pyro
@@ -29,6 +30,7 @@ from ..kernels.deep import dkl_kernel, feature_map
 from ..kernels.features import smoothness_order
 from ..physics.system import EquationSystem
 from ..physics.system_term import SystemPhysicsTerm
+from ..checks import UnfittedModelWarning, warn_if_interrupted
 from .exact_gp import ExactGP
 from .system_data import split_by_output
 
@@ -138,7 +140,10 @@ class SystemPIDKL(PyroModule):
         r"""Each output's posterior mean and variance at ``Xnew`` ``(P, d)``, user units.
 
         :returns: ``(mean (P, C), var (P, C))``, columns in the system's output order."""
-        out = [gp(Xnew, noiseless=noiseless) for gp in self.gps]
+        warn_if_interrupted(self)
+        with warnings.catch_warnings():         # said once, of the system, not per output
+            warnings.simplefilter("ignore", UnfittedModelWarning)
+            out = [gp(Xnew, noiseless=noiseless) for gp in self.gps]
         return torch.stack([m for m, _ in out], -1), torch.stack([v for _, v in out], -1)
 
     def equation_parameters(self):
