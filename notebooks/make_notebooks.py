@@ -563,6 +563,26 @@ NOTEBOOKS = {
 }
 
 
+def from_page(page, steps):
+    """The cells of a docs page: its text as markdown, its ``python`` blocks as code (the
+    page's ``STEPS = n`` read from ``PIDKL_NOTEBOOK_STEPS``, as every notebook's)."""
+    import re
+    text = (HERE.parent / "docs" / page).read_text()
+    cells = []
+    for k, part in enumerate(re.split(r"```python\n(.*?)```\n?", text, flags=re.S)):
+        part = part.strip("\n")
+        if not part:
+            continue
+        if k % 2:
+            part = part.replace(f"STEPS = {steps}", "import os\nSTEPS = int(os.environ.get("
+                                f"'PIDKL_NOTEBOOK_STEPS', '{steps}'))   # CI runs it quickly")
+        cells.append(("code" if k % 2 else "md", part.replace("](../notebooks/", "](")))
+    return cells
+
+
+NOTEBOOKS["09_editing_the_model"] = from_page("editing.md", 500)
+
+
 def build(name, cells):
     nb = new_notebook()
     nb.cells = [new_markdown_cell(src) if kind == "md" else new_code_cell(src)
