@@ -90,3 +90,43 @@ def test_a_users_sample_site_gets_a_guide_through_fit():
     assert "AutoNormal.locs.gamma" in user_params(model)
     with pytest.raises(ValueError, match="Expected guide to be one of"):
         pk.fit(model, num_steps=2, progress=False, guide="nuts")
+
+
+class ConditionedWithExtra(pk.PhysicsConditionedGP):
+    """The conditioned GP's model() with a user's parameter pulled to 2 by its own factor."""
+
+    @pyro_method
+    def model(self):
+        joint = super().model()
+        a = pyro.param("a", torch.tensor(0.0, dtype=D))
+        pyro.factor("extra", -(a - 2.0) ** 2)
+        return joint
+
+
+class ConditionedWithSite(pk.PhysicsConditionedGP):
+    @pyro_method
+    def model(self):
+        joint = super().model()
+        pyro.sample("s", dist.Normal(torch.tensor(0.0, dtype=D), 1.0))
+        return joint
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_conditioned_gps_model_takes_the_same_edits():
+    """A user's pyro.param in PhysicsConditionedGP.model is learned by the L-BFGS fit (it
+    ends at its factor's optimum, 2) and the coefficient still fits; a sample site is
+    refused in one line without a guide and fitted with guide='normal'."""
+    t = torch.linspace(0, 2, 20, dtype=D)
+    eq = lambda: physics.Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",),  # noqa: E731
+                                  k=pk.Parameter(1.0))
+    model = ConditionedWithExtra(t, torch.exp(-1.3 * t), eq())
+    pk.fit(model, progress=False)
+    assert float(user_params(model)["a"]) == pytest.approx(2.0, abs=1e-2)
+    assert model.equation_parameters()["k"] == pytest.approx(1.3, rel=1e-2)
+    site = ConditionedWithSite(t, torch.exp(-1.3 * t), eq())
+    with pytest.raises(ValueError, match="guide='normal'") as info:
+        pk.fit(site, progress=False)
+    assert "\n" not in str(info.value)
+    result = pk.fit(site, progress=False, guide="normal", num_steps=30)
+    guide = getattr(result.guide, "guide", result.guide)
+    assert "s" in guide.median()
