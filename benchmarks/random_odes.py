@@ -561,6 +561,9 @@ def main():
     p.add_argument("--problems", type=int, default=100)
     p.add_argument("--start", type=int, default=0, help="first problem index")
     p.add_argument("--families", default=",".join(FAMILIES))
+    p.add_argument("--only", default=None,
+                   help="fit only the drawn problems of these families (the draws unchanged: "
+                        "a rerun of some families of a seed at a later commit)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default=None, help="JSON lines, appended as each problem ends")
     p.add_argument("--summary", default=None, help="summarise a records file and stop")
@@ -577,6 +580,9 @@ def main():
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
     tasks = [(a.seed, i, families, python if i < a.start + a.numpyro else None)
              for i in range(a.start, a.start + a.problems)]
+    if a.only:
+        only = set(a.only.split(","))
+        tasks = [task for task in tasks if draw(a.seed, task[1], families)["family"] in only]
     records = []
     out = open(a.out, "a") if a.out else None
     try:

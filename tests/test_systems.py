@@ -134,6 +134,21 @@ def test_a_linear_system_is_solved_from_its_initial_values_and_the_error_falls()
     assert errors[1] < 1e-3 and errors[1] < errors[0] / 10, errors
 
 
+def test_a_systems_equations_are_checked_between_the_collocation_points():
+    """The residual between the points is computed for a system (adequacy's ``between``):
+    near zero for the solved oscillator; and the lengthscales never fall under two
+    collocation spacings, where an equation holds at the points only."""
+    from pyro_pidkl.models.system import RESOLVED_SPACINGS
+    from pyro_pidkl.physics.collocation import half_spacing
+    model = _osc_model(48)
+    pk.fit(model, progress=False)
+    report = model.adequacy()
+    assert 0.0 <= report.between < 1e-3, report.between
+    floor = math.exp(model._log_lengthscale_floor())
+    assert floor >= RESOLVED_SPACINGS * 2 * half_spacing(48, 1) * (1 - 1e-12)
+    assert all(float(k.lengthscale) >= floor * (1 - 1e-9) for k in model.kernels)
+
+
 def _position_only():
     """X = cos(1.5 t) at 30 times on [0, 6] with noise sd 0.05 (seed 1); Y never."""
     g = torch.Generator().manual_seed(1)

@@ -27,6 +27,8 @@ provides the kernels, data by output (``X_s``, ``y_s``, ``counts``), their scale
 ``residual_noise``.
 """
 
+import math
+
 import torch
 
 from ..gp.joint import JointGaussian
@@ -205,13 +207,15 @@ class SystemJoint:
                                self.Z, self.input_names)
         return float(lin.h0.detach().norm())
 
-    def _residual_parts(self, jet):
-        r"""``{equation: (Z, residual, size)}``: each equation's residual at Z and the size
-        of its terms, at the posterior means' jets ``jet`` ``(C, len(indices), M)`` (as
+    def _residual_parts(self, jet, points=None):
+        r"""``{equation: (Z, residual, size)}``: each equation's residual at Z (or at
+        ``points``, user units) and the size of its terms, at the posterior means' jets
+        ``jet`` ``(C, len(indices), M)`` there (as
         :func:`~pyro_pidkl.physics.linearise.residual_parts`)."""
+        points = self.Z if points is None else points
         lin = linearise_system(self.system, [{i: jet[c, k] for k, i in enumerate(self.indices)}
                                              for c in range(len(self.outputs))],
-                               self.Z, self.input_names)
+                               points, self.input_names)
         out = {}
         for e in range(self.num_equations):
             size = torch.zeros_like(lin.h0[e])
@@ -221,5 +225,31 @@ class SystemJoint:
                         if idx in coef:
                             size = size + (coef[idx] * jet[c, k]).detach().pow(2)
             name = f"equation {e + 1} of system {self.system.name!r}"
-            out[name] = (self.Z, lin.h0[e].detach(), size.sqrt())
+            out[name] = (points, lin.h0[e].detach(), size.sqrt())
         return out
+
+    def _mean_jet_at(self, joint, points):
+        """The posterior means' jets ``(C, len(indices), P)`` at ``points`` ``(P, d)``
+        (user units), off the collocation points."""
+        U = (points - self.x_loc) / self.x_scale
+        out = []
+        for c in range(len(self.outputs)):
+            g = torch.stack([joint.mean(self._cross(joint, c, U, idx)) for idx in self.indices])
+            out.append(self._user_jet(c, g))
+        return torch.stack(out)
+
+    def _between_residual(self, joint):
+        r"""The largest equation's residual of the posterior means between the collocation
+        points, relative to the size of its terms (as
+        :func:`~pyro_pidkl.models.resolution.between_residual` for one equation: a Sobol
+        set of as many points in the domain, another seed); ``nan`` without equations."""
+        from ..physics.collocation import collocation_set
+        from ..physics.linearise import relative
+        from .resolution import CHECK_POINTS_MAX
+        E = self.Z.shape[0] - getattr(self, "condition_rows", 0)
+        if E == 0 or self.num_equations == 0:
+            return math.nan
+        points = collocation_set(int(min(E, CHECK_POINTS_MAX)), self.domain, self.input_names,
+                                 "sobol", 7919 + E, self.Z.dtype).to(self.Z)
+        parts = self._residual_parts(self._mean_jet_at(joint, points), points)
+        return max(relative(r, size) for _, r, size in parts.values())
