@@ -266,6 +266,15 @@ def numpy_rhs(problem, values):
     return mass_action(rates, problem["reactions"], problem["species"])
 
 
+#: right-hand side calls after which one solve of the exact fit gives up (a solve of these
+#: problems takes a few hundred to a few thousand)
+MAX_RHS_CALLS = 200_000
+
+
+class _TooCostly(Exception):
+    pass
+
+
 def exact_fit(problem, starts=5):
     """The exact-ODE least-squares fit (module docstring): ``{name: (value, lower, upper)}``
     and its time."""
@@ -295,8 +304,18 @@ def exact_fit(problem, starts=5):
         x0 = np.array(v[len(names):])
         for c, value in known.items():
             x0[c] = value
-        sol = solve_ivp(numpy_rhs(problem, values), (0.0, float(t[-1])), x0,
-                        t_eval=t, method="LSODA", rtol=1e-10, atol=1e-12)
+        rhs, calls = numpy_rhs(problem, values), [0]
+
+        def capped(s, x):           # a trial point that makes the ODE stiff beyond use
+            calls[0] += 1           # (a Gompertz state at 1e-300: LSODA ran for an hour)
+            if calls[0] > MAX_RHS_CALLS:
+                raise _TooCostly
+            return rhs(s, x)
+        try:
+            sol = solve_ivp(capped, (0.0, float(t[-1])), x0, t_eval=t, method="LSODA",
+                            rtol=1e-10, atol=1e-12)
+        except _TooCostly:
+            return np.full(Y.size, 1e3)
         if not sol.success or sol.y.shape[1] != len(t) or not np.isfinite(sol.y).all():
             return np.full(Y.size, 1e3)
         if counts:          # Poisson deviance residuals: least squares is the likelihood's
