@@ -2,6 +2,7 @@
 keep their finished fits, and seeds that reproduce a fit."""
 
 import copy
+import math
 import json
 import os
 import signal
@@ -436,3 +437,28 @@ def test_a_coefficient_the_residual_never_reads_and_too_few_equations_warn():
     system = pk.EquationSystem(unused, outputs=("u", "v"), inputs=("t",), k=1.0, c=1.0)
     with pytest.warns(UserWarning, match="c never enters the residuals"):
         pk.ConditionedSystemGP(system, {"u": (t, torch.exp(-t))})
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_linearisation_that_overflows_mid_fit_is_undone_not_raised():
+    """Gauss-Newton after an L-BFGS run meets a non-finite joint (as an epidemic's exp(u)
+    at a trial rate does): the fit goes back to the best linearised state it had and ends,
+    with finite coefficients, instead of raising."""
+    from pyro_pidkl.errors import NonFiniteError
+    t = torch.linspace(0, 2, 20, dtype=torch.float64)
+    system = pk.EquationSystem(lambda f, x, k: (f["u"].d("t") + k * f["u"] ** 2,),
+                               outputs=("u",), inputs=("t",), k=1.0)
+    model = pk.ConditionedSystemGP(system, {"u": (t, 1 / (1 + 0.7 * t))}, collocation=30)
+    assert not model.linear
+    real, calls = model.relinearise, [0]
+
+    def flaky(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 3:                       # the second run's relinearisation overflows
+            raise NonFiniteError("a joint with inf")
+        return real(*args, **kwargs)
+    model.relinearise = flaky
+    pk.fit(model, progress=False)
+    assert calls[0] >= 3
+    k = model.equation_parameters()["k"]
+    assert math.isfinite(k) and abs(k - 0.7) < 0.1

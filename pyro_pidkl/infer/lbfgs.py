@@ -130,6 +130,7 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
     previous = math.inf
     best, stalled = None, 0
     for outer in range(outer_max):
+        before = copy.deepcopy(model.state_dict())
         x0 = torch.cat([p.detach().reshape(-1) for p in params]).cpu().numpy()
         x0 = np.array([min(max(v, lo if lo is not None else -np.inf), np.inf)
                        for v, (lo, _) in zip(x0, bounds)])
@@ -143,9 +144,18 @@ def _one_start(model, elbo, max_iter, tol, outer_max, bar, result):
         if relinearise is None:
             with torch.no_grad():
                 return float(_objective(model, elbo)[0])
-        gn = relinearise()
-        with torch.no_grad():
-            value = float(_objective(model, elbo)[0])
+        try:
+            gn = relinearise()
+            with torch.no_grad():
+                value = float(_objective(model, elbo)[0])
+        except (NonFiniteError, NotPositiveDefiniteError):
+            # the run moved the parameters where the linearisation overflows (an epidemic's
+            # exp(u) at a trial rate): back to the best linearised state seen, or to where
+            # this run began, and stop
+            model.load_state_dict(best[1] if best is not None else before)
+            model._cache = None
+            with torch.no_grad():
+                return best[0] if best is not None else float(_objective(model, elbo)[0])
         if gn.refined:       # a refined approximation: a new objective, whose values the
             best, stalled, previous = None, 0, math.inf        # earlier ones don't compare
             continue                                            # with: run again
