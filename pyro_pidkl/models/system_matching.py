@@ -212,9 +212,9 @@ class TrajectoryMatching:
         GPs no room to adapt their own parameters: FitzHugh-Nagumo's voltage, whose data-
         only fit interpolates it (lengthscale at its floor, noise 0.0008 of the signal's),
         kept Gauss-Newton from converging at every step of a tight fit."""
-        floor = math.exp(self._log_lengthscale_floor())
         keep = maximin_subset(self.Z_s, min(self.Z.shape[0], 100 * self.input_dim))
         for c, kern in enumerate(self.kernels):
+            floor = math.exp(self._log_lengthscale_floor(c))
             g = (values[:, c] - self.y_loc[c]) / self.y_scale[c]
             level = g.mean()
             found = fit_data_only(self.Z_s[keep], (g - level)[keep], noise_floor=1e-8)
