@@ -26,7 +26,8 @@ import math
 
 import torch
 
-__all__ = ["NegativeBinomial", "Poisson", "count_likelihoods", "data_nll", "likelihood_of"]
+__all__ = ["NegativeBinomial", "Poisson", "count_likelihoods", "data_nll", "data_residuals",
+           "likelihood_of"]
 
 
 class Poisson:
@@ -79,6 +80,21 @@ def count_likelihoods(observations):
     """``{component: likelihood}`` of the components observed as counts."""
     return {c: likelihood_of(o) for c, o in enumerate(observations)
             if likelihood_of(o) is not None}
+
+
+def data_residuals(y, fit, obs_c, sd, counts):
+    r"""The data's residuals ``(B, N)`` of fits ``fit`` ``(B, N)`` to ``y`` ``(N,)`` of
+    components ``obs_c`` ``(N,)``: :math:`(y - x)/\sigma_c` for a Gaussian component, the
+    deviance residuals of a count component's ``likelihood`` (``counts``:
+    ``{component: likelihood}``), as torch tensors."""
+    y = torch.as_tensor(y, dtype=torch.float64)
+    fit = torch.as_tensor(fit, dtype=torch.float64)
+    obs_c = torch.as_tensor(obs_c)
+    out = (y - fit) / torch.as_tensor(sd, dtype=torch.float64)[obs_c]
+    for c, likelihood in counts.items():
+        m = obs_c == c
+        out[:, m] = likelihood.residuals(y[m], fit[:, m])
+    return out
 
 
 def data_nll(r, obs_c, counts):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .deviance import count_likelihoods, data_nll
+from .deviance import count_likelihoods, data_nll, data_residuals
 
 __all__ = ["EXTRA_SHIFT", "MultistartResult", "extra_shift", "multistart_shooting", "start_design"]
 
@@ -123,11 +123,7 @@ class _Batch:
         traj = self.ode.integrate_fixed(x, self.local, values, offset, self.max_step)
         traj = traj.reshape(B, K, C, -1)
         fit = traj[:, self.obs_k, self.obs_c, self.obs_j]
-        data = (self.obs_y - fit) / self.sd[self.obs_c]
-        for c, likelihood in self.counts.items():
-            m = self.obs_c == c
-            data[:, m] = likelihood.residuals(self.obs_y[m], fit[:, m])
-        out = [data]
+        out = [data_residuals(self.obs_y, fit, self.obs_c, self.sd, self.counts)]
         if K > 1:
             ends = traj[:, :-1, :, -1] / self.scale
             out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))

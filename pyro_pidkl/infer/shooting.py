@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from .deviance import count_likelihoods, data_nll
+from .deviance import count_likelihoods, data_nll, data_residuals
 
 __all__ = ["ShootingResult", "default_segments", "fit_by_shooting", "profiled", "profiled_nll"]
 
@@ -109,11 +109,7 @@ class _Shooting:
             return None
         traj = traj.reshape(B, K, C, -1)
         fit = traj[:, self.obs_k, self.obs_c, self.obs_j]               # (B, N)
-        data = (self.obs_y - fit) / self.sd[self.obs_c]
-        for c, likelihood in self.counts.items():
-            m = self.obs_c == c
-            data[:, m] = likelihood.residuals(self.obs_y[m], fit[:, m]).numpy()
-        out = [data]
+        out = [data_residuals(self.obs_y, fit, self.obs_c, self.sd, self.counts).numpy()]
         if K > 1:
             ends = traj[:, :-1, :, -1] / self.scale                    # (B, K-1, C)
             out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))

@@ -80,7 +80,7 @@ def trajectory_cost(model, theta=None, x0=None):
     posterior means at the first time).
 
     :returns: ``(cost, x0)``, or ``None`` for another system or a failed integration."""
-    from ..infer.deviance import count_likelihoods, data_nll
+    from ..infer.deviance import count_likelihoods, data_nll, data_residuals
     from ..infer.shooting import fit_by_shooting
     ode = model.ode
     if ode is None or not sum(model.counts):
@@ -110,10 +110,7 @@ def trajectory_cost(model, theta=None, x0=None):
     obs_c = np.concatenate([np.full(len(o[0]), c) for c, o in enumerate(observations)])
     y = np.concatenate([o[1] for o in observations])
     counts = count_likelihoods(observations)
-    r = torch.as_tensor(y - path)[None]
-    for c, likelihood in counts.items():
-        m = torch.as_tensor(obs_c == c)
-        r[:, m] = likelihood.residuals(y[obs_c == c], path[obs_c == c])[None]
+    r = data_residuals(y, path[None], obs_c, np.ones(len(observations)), counts)
     cost += float(data_nll(r, obs_c, counts)[0])
     return cost, found.x0
 
