@@ -439,6 +439,82 @@ def library_fit(problem):
             "seconds": time.process_time() - began}
 
 
+def statespace_fit(problem):
+    """The state-space solver (``pk.StateSpaceGP``) on the same problem: the library's
+    O(N) probabilistic ODE solver, Gaussian likelihood (no counts)."""
+    import torch
+    import pyro_pidkl as pk
+    from pyro_pidkl.physics import Equation, Parameter
+    torch.set_num_threads(1)
+    began = time.process_time()
+    t = torch.tensor(problem["t"], dtype=torch.float64)
+    Y = torch.tensor(problem["y"], dtype=torch.float64)
+    start = problem["start"]
+    fam = problem["family"]
+    if fam == "epidemic":
+        return {"intervals": {}, "warnings": [], "error": "counts: not supported",
+                "seconds": math.nan}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if fam == "growth":
+            nu = problem["nu"]
+            if problem["law"] == "gompertz":
+                def psi(f, x, r, K):
+                    return f.d("t") - r * f * torch.log(K / f)
+            else:
+                def psi(f, x, r, K):
+                    return f.d("t") - r * f * (1 - (f / K) ** nu)
+            eq = Equation(psi, inputs=("t",), r=Parameter(start["r"]), K=Parameter(start["K"]))
+            model = pk.StateSpaceGP(eq, (t, Y[0]))
+        elif fam == "oscillator":
+            held, A, w = problem["held"], problem["A"], problem["w"]
+            params = {n: Parameter(start[n]) if n in start else Parameter(v, fixed=True)
+                      for n, v in {**held, **start}.items()}
+            if problem["law"] == "polynomial":
+                def psi(f, x, c, k, b):
+                    return (f.d("t", "t") + c * f.d("t") + k * f + b * f ** 3
+                            - A * torch.cos(w * x["t"]))
+            else:
+                def psi(f, x, c, w2):
+                    return (f.d("t", "t") + c * f.d("t") + w2 * torch.sin(f)
+                            - A * torch.cos(w * x["t"]))
+            eq = Equation(psi, inputs=("t",), **params)
+            model = pk.StateSpaceGP(eq, (t, Y[0]))
+        else:
+            S, reactions = problem["species"], problem["reactions"]
+            outputs = tuple(f"s{i}" for i in range(S))
+
+            def network(f, x, **k):
+                rates = [k[f"k{j}"] for j in range(len(reactions))]
+                d = [f[o].d("t") for o in outputs]
+                for rate, (a, b) in zip(rates, reactions):
+                    v = rate
+                    for i in a:
+                        v = v * f[outputs[i]]
+                    for i in a:
+                        d[i] = d[i] + v
+                    for i in b:
+                        d[i] = d[i] - v
+                return tuple(d)
+            system = pk.EquationSystem(network, outputs=outputs, inputs=("t",),
+                                       **{n: Parameter(v) for n, v in start.items()})
+            data = {outputs[c]: (t, Y[j]) for j, c in enumerate(problem["observed"])}
+            scales = {outputs[c]: (problem["x0"][c], max(problem["x0"][c], 0.1))
+                      for c in range(S) if c not in problem["observed"]}
+            model = pk.StateSpaceGP(system, data, scales=scales or None)
+        error = None
+        try:
+            pk.fit(model, progress=False)
+            iv = model.coefficient_intervals(0.9)
+        except Exception as e:                      # recorded: a crash is a result too
+            error = f"{type(e).__name__}: {str(e)[:200]}"
+            iv = {}
+    out = {n: (float(v["value"]), float(v["lower"]), float(v["upper"]), bool(v["identified"]))
+           for n, v in iv.items()}
+    return {"intervals": out, "warnings": [str(w.message)[:300] for w in caught],
+            "error": error, "seconds": time.process_time() - began}
+
+
 def numpyro_fit(problem, python):
     """NumPyro's NUTS on the exact ODE (``peers/numpyro_random.py``, in the interpreter
     ``python``): the reference posterior."""
@@ -452,8 +528,12 @@ def numpyro_fit(problem, python):
                              env={"OMP_NUM_THREADS": "1"})
 
 
+METHODS = {"library": "library_fit", "statespace": "statespace_fit"}
+
+
 def run_one(args):
-    seed, index, families, python = args
+    seed, index, families, python, *rest = args
+    methods = rest[0] if rest else ("library",)
     problem = draw(seed, index, families)
     record = {k: problem[k] for k in ("seed", "index", "family", "law", "truth", "noise", "level",
                                       "start")}
@@ -464,20 +544,25 @@ def run_one(args):
         record["exact_error"] = f"{type(e).__name__}: {e}"
     if python:
         record["numpyro"] = numpyro_fit(problem, python)
-    try:
-        record["library"] = library_fit(problem)
-    except Exception:
-        record["library"] = {"intervals": {}, "warnings": [], "verdict": None,
-                             "error": traceback.format_exc(limit=2)[-300:], "seconds": math.nan}
+    for method in methods:
+        try:
+            record[method] = globals()[METHODS[method]](problem)
+        except Exception:
+            record[method] = {"intervals": {}, "warnings": [], "verdict": None,
+                              "error": traceback.format_exc(limit=2)[-300:],
+                              "seconds": math.nan}
     return record
 
 
 # -- the summary --------------------------------------------------------------------------------
 
-def summarise(records):
+def summarise(records, key="library"):
+    """The summary of method ``key``'s fits (``library`` or ``statespace``) against the
+    exact fit's, over the records that have them."""
+    records = [r for r in records if key in r]
     rows = []
     for rec in records:
-        lib = rec["library"]
+        lib = rec[key]
         for n, truth in rec["truth"].items():
             ex, li = rec["exact"].get(n), lib["intervals"].get(n)
             if ex is None or li is None:
@@ -513,11 +598,12 @@ def summarise(records):
         "library_median_width": float(np.median([r["lib_width"] for r in ok])) if ok else math.nan,
         "exact_median_width": float(np.median([r["ex_width"] for r in ok])) if ok else math.nan,
         "confident_misses": float(misses), "big_errors_unwarned": int(unwarned),
-        "library_cpu_s_median": float(np.nanmedian([r["library"]["seconds"] for r in records])),
+        "library_cpu_s_median": float(np.nanmedian([r[key]["seconds"] for r in records])),
+        "library_cpu_s_max": float(np.nanmax([r[key]["seconds"] for r in records])),
         "exact_cpu_s_median": float(np.nanmedian([r["exact_seconds"] for r in records])),
-        "verdicts": {str(v): sum(r["library"].get("verdict") == v for r in records)
-                     for v in sorted({r["library"].get("verdict") for r in records}, key=str)},
-        "crashes": sum(r["library"]["error"] is not None for r in records),
+        "verdicts": {str(v): sum(r[key].get("verdict") == v for r in records)
+                     for v in sorted({r[key].get("verdict") for r in records}, key=str)},
+        "crashes": sum(r[key]["error"] is not None for r in records),
     }
     by_family = {}
     for fam in sorted({r["family"] for r in ok}):
@@ -534,7 +620,7 @@ def summarise(records):
         nuts = rec.get("numpyro") or {}
         for n, truth in rec["truth"].items():
             post = (nuts.get("coefficients") or {}).get(n)
-            li, ex = rec["library"]["intervals"].get(n), rec["exact"].get(n)
+            li, ex = rec[key]["intervals"].get(n), rec["exact"].get(n)
             if post is None or li is None or ex is None:
                 continue
             ref.append({"nuts_covers": post["lower"] <= truth <= post["upper"],
@@ -563,7 +649,14 @@ def summarise(records):
 
 
 def print_summary(records):
-    out, targets = summarise(records)
+    for key in METHODS:
+        if any(key in r for r in records):
+            print(f"== {key} (the 'library_' fields below are its) ==")
+            _print_summary(records, key)
+
+
+def _print_summary(records, key):
+    out, targets = summarise(records, key)
     by_family = out.pop("by_family")
     print(json.dumps(out, indent=1, default=str))
     print("by family:")
@@ -586,6 +679,9 @@ def main():
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default=None, help="JSON lines, appended as each problem ends")
     p.add_argument("--summary", default=None, help="summarise a records file and stop")
+    p.add_argument("--methods", default="library",
+                   help="the library's fits to run beside the exact fit: library (the "
+                        "conditioned GPs at defaults), statespace (pk.StateSpaceGP)")
     p.add_argument("--numpyro", type=int, default=0,
                    help="NumPyro's NUTS on the first this many problems (PIDKL_PEER_PYTHON)")
     a = p.parse_args()
@@ -597,7 +693,11 @@ def main():
     python = os.environ.get("PIDKL_PEER_PYTHON") if a.numpyro else None
     if a.numpyro and not python:
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
-    tasks = [(a.seed, i, families, python if i < a.start + a.numpyro else None)
+    methods = tuple(a.methods.split(","))
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise SystemExit(f"Expected --methods among {tuple(METHODS)}; got {bad}")
+    tasks = [(a.seed, i, families, python if i < a.start + a.numpyro else None, methods)
              for i in range(a.start, a.start + a.problems)]
     if a.only:
         only = set(a.only.split(","))
@@ -612,11 +712,12 @@ def main():
             if out:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
-            lib = rec["library"]
             print(f"[{rec['index']}] {rec['family']} ({rec['law']}): truth "
                   + ", ".join(f"{n} {v:.3g}" for n, v in rec["truth"].items())
-                  + " | library " + ", ".join(f"{n} {v[0]:.3g}" for n, v in lib["intervals"].items())
-                  + f" ({lib['seconds']:.1f} s, {lib['verdict']}, {len(lib['warnings'])} warnings)"
+                  + "".join(f" | {m} " + ", ".join(f"{n} {v[0]:.3g}" for n, v in
+                                                   rec[m]["intervals"].items())
+                            + f" ({rec[m]['seconds']:.1f} s, {rec[m].get('verdict')}, "
+                            f"{len(rec[m]['warnings'])} warnings)" for m in methods)
                   + " | exact " + ", ".join(f"{n} {v[0]:.3g}" for n, v in rec["exact"].items())
                   + f" ({rec['exact_seconds']:.1f} s)", flush=True)
         if pool:

@@ -40,8 +40,10 @@ _SOURCES = {
     "Referee": "models", "RefereeWarning": "models", "exact_fit": "models",
     "ExactFit": "infer", "fit_exact": "infer", "EquationODE": "physics",
     "equation_ode": "physics", "save": "saving", "load": "saving",
+    "StateSpaceGP": "statespace",
 }
-_SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics")
+_SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
+                "statespace")
 
 __all__ = sorted([*_SOURCES, *_SUBPACKAGES, "__version__"])
 

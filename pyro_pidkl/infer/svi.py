@@ -156,6 +156,15 @@ def _fit(model, num_steps, lr, num_particles, vectorize_particles, seed, progres
     num_particles = positive_int(num_particles, "num_particles")
     if seed is not None:
         seed = positive_int(seed, "seed", minimum=0)
+    if getattr(model, "fits_itself", False):
+        # a model whose objective has its own optimiser (StateSpaceGP: stages of L-BFGS-B
+        # with the linearisation refreshed between them)
+        began = time.perf_counter()
+        _mark_started(model)
+        found = model.fit()
+        return FitResult(losses=[-float(found.log_evidence)], num_steps=found.evaluations,
+                         seconds=time.perf_counter() - began,
+                         stages={"stages": found.stages})
     if method == "auto":
         plain = (optimizer is None and loss is None and guide is None and num_particles == 1
                  and callback is None and lr_final is None)

@@ -22,29 +22,13 @@ by single shooting with the adaptive solver. The search replaces shooting from g
 matching's answer alone (``multistart=0``), which is its first start.
 """
 
-import math
-
 import numpy as np
 import torch
 
-from ..infer.multistart import multistart_shooting, start_design
+from ..infer.multistart import LOG_RANGE, default_starts, multistart_shooting, start_design
 from ..infer.shooting import default_segments, fit_by_shooting
 
 __all__ = ["default_starts", "shoot_from_many_starts"]
-
-#: half-width of the design in a bounded coefficient's unconstrained space (a factor of a
-#: thousand either way for a positive one)
-LOG_RANGE = math.log(1000.0)
-
-
-def default_starts(num_coefficients, num_hidden):
-    """Starts of the design when the user gives none: 64 per searched dimension (each
-    coefficient, each unmeasured output's initial state), 64 to 512. On Hes1 (eight
-    dimensions), 128 starts found no start in the truth's basin, 256 one, 512 five. The
-    cost grows slowly with the number of starts (one batch); it is the Levenberg-Marquardt
-    iterations, each a pass of the integrator, that cost."""
-    return int(min(512, max(64, 64 * (num_coefficients + num_hidden))))
-
 
 def _design_box(model):
     """Centre and half-width of each coefficient's range in unconstrained space."""

@@ -1,0 +1,381 @@
+r"""An explicit ODE, or a system of them, in time conditioned on its data in :math:`O(N)`:
+the probabilistic solver's likelihood (:mod:`~pyro_pidkl.statespace.ode_filter`) as a Pyro
+model, fitted in seconds, with Laplace intervals and predictions that carry both the
+solver's error and the coefficients' uncertainty.
+
+It takes what :class:`~pyro_pidkl.models.ConditionedSystemGP` takes (an
+:class:`~pyro_pidkl.physics.EquationSystem` and ``{output: (t, y)}``, outputs nobody
+measured left out) or an :class:`~pyro_pidkl.physics.Equation` of any order with ``(t, y)``,
+where the system is an explicit ODE in one input (``f' = F(t, f)``, or the highest
+derivative entering linearly) and the data are Gaussian. Its prior is a Markov process, so
+a fit costs :math:`O(N)` in the nodes where the dense conditioned GP costs
+:math:`O((N + M)^3)`; with the calibrated diffusion its likelihood is the exact ODE's up to
+the solver's error, folded in as uncertainty.
+"""
+
+import math
+
+import numpy as np
+import pyro
+import torch
+from pyro.nn import PyroModule, pyro_method
+
+from ..physics.equation import Equation
+from ..physics.ode import explicit_ode
+from ..physics.scalar_ode import equation_ode
+from ..physics.system import EquationSystem
+from .fit import fit_ode_filter, laplace, smoothed_values
+from .ode_filter import ODEFilter
+
+__all__ = ["StateSpaceGP"]
+
+#: Levenberg-Marquardt iterations of the search's first stage (the library's systems run 30:
+#: here the loose fit's answer comes first, and the solver's likelihood refines the best)
+SEARCH_ITERATIONS = 10
+
+
+def _scale(y):
+    if not len(y):
+        return 1.0
+    s = float(np.std(y))
+    return s if s > 1e-8 * max(float(np.abs(y).max()), 1e-300) else max(float(np.abs(y).max()), 1.0)
+
+
+class StateSpaceGP(PyroModule):
+    r"""An explicit ODE's coefficients, initial state and noise from its data by a
+    probabilistic solver (module docstring).
+
+    :param equation: an :class:`~pyro_pidkl.physics.EquationSystem` or an
+        :class:`~pyro_pidkl.physics.Equation`, in one input.
+    :param data: ``{output: (t, y)}`` for a system (outputs left out are never measured);
+        ``(t, y)`` for an equation. ``t`` ``(n,)`` or ``(n, 1)``.
+    :param domain: a :class:`~pyro_pidkl.physics.Box` over the input: the span solved on
+        (default: the data's).
+    :param int nodes: uniform nodes over the span, besides the data's times (default
+        ``max(100, 2 n)``, at most 4000).
+    :param int order: the prior's order :math:`q` (each output's state holds :math:`q`
+        derivatives).
+    :param dict known: ``{output: value}``: initial values known at the span's start (held).
+    :param dict scales: ``{output: size}`` or ``{output: (loc, size)}``: a component's
+        typical size (default: its data's spread; 1 for one nobody measured) and, for one
+        nobody measured, where its initial value is guessed to be (default 0), as
+        :class:`~pyro_pidkl.models.ConditionedSystemGP`'s ``scales``.
+    :param int starts: starts of the search over the coefficients (:meth:`search`; default
+        64 per searched dimension, 64 to 512; ``0``: none, the user's values alone).
+    :param floors: the tempering stages from the user's values (diffusion floors as
+        multiples of the calibrated one, :func:`~pyro_pidkl.statespace.fit.fit_ode_filter`).
+    """
+
+    deterministic = True
+    fits_itself = True      # pk.fit calls fit(): L-BFGS-B stages, the linearisation refreshed
+
+    def __init__(self, equation, data, domain=None, nodes=None, order=2, known=None,
+                 scales=None, starts=None, floors=(1e4, 1e2, 1.0)):
+        super().__init__()
+        self.starts, self.floors = starts, tuple(floors)
+        if isinstance(equation, EquationSystem):
+            if len(equation.inputs) != 1:
+                raise ValueError(f"Expected a system in one input (time); got inputs "
+                                 f"{equation.inputs}")
+            ode = explicit_ode(equation)
+            self.outputs, self.components = tuple(equation.outputs), tuple(equation.outputs)
+            if not isinstance(data, dict):
+                raise TypeError(f"Expected data as {{output: (t, y)}} for a system; got "
+                                f"{type(data).__name__}")
+        elif isinstance(equation, Equation):
+            if len(equation.inputs) != 1:
+                raise ValueError(f"Expected an equation in one input (time); got inputs "
+                                 f"{equation.inputs}")
+            ode = equation_ode(equation, equation.inputs)
+            if ode is not None:
+                self.outputs, self.components = ("f",), ode.outputs
+            if not (isinstance(data, (tuple, list)) and len(data) == 2):
+                raise TypeError(f"Expected data as (t, y) for an equation; got "
+                                f"{type(data).__name__}")
+            data = {"f": data}
+        else:
+            raise TypeError(f"Expected an Equation or an EquationSystem; got "
+                            f"{type(equation).__name__}")
+        if ode is None:
+            raise ValueError(f"Expected an explicit ODE (f' = F(t, f), or the highest "
+                             f"derivative entering linearly) for the state-space solver; "
+                             f"{equation.name!r} is not one")
+        unknown = [k for k in data if k not in self.outputs]
+        if unknown:
+            raise ValueError(f"Expected data for outputs among {self.outputs}; got "
+                             f"{tuple(unknown)}")
+        self.equation, self.ode = equation, ode
+        observations, sizes = [], []
+        for c, name in enumerate(self.components):
+            if name in data:
+                t, y = (torch.as_tensor(a, dtype=torch.float64).detach() for a in data[name])
+                t = t.reshape(-1)
+                if y.shape != t.shape:
+                    raise ValueError(f"Expected t and y of output {name!r} to have the same "
+                                     f"length; got {tuple(t.shape)} and {tuple(y.shape)}")
+                if not (torch.isfinite(t).all() and torch.isfinite(y).all()):
+                    raise ValueError(f"Expected finite data for output {name!r}")
+                order_ = torch.argsort(t)
+                observations.append((t[order_].numpy(), y[order_].numpy()))
+            else:
+                observations.append((np.zeros(0), np.zeros(0)))
+            sizes.append(_scale(observations[-1][1]))
+        sizes[1:] = [sizes[0] if name not in data and not isinstance(equation, EquationSystem)
+                     else s for name, s in zip(self.components[1:], sizes[1:])]
+        unknown = [k for k in (scales or {}) if k not in self.components]
+        if unknown:
+            raise ValueError(f"Expected scales for outputs among {self.components}; got "
+                             f"{tuple(unknown)}")
+        self.guesses = {}
+        for name, s in (scales or {}).items():
+            loc, size = (None, s) if np.ndim(s) == 0 else tuple(s)
+            if not float(size) > 0:
+                raise ValueError(f"Expected scales[{name!r}] = size > 0 or (loc, size > 0); "
+                                 f"got {s}")
+            sizes[self.components.index(name)] = float(size)
+            if loc is not None:
+                self.guesses[self.components.index(name)] = float(loc)
+        times = np.concatenate([o[0] for o in observations])
+        if not len(times):
+            raise ValueError("Expected data for at least one output")
+        t0, t1 = float(times.min()), float(times.max())
+        if domain is not None:
+            box = domain.resolve(torch.as_tensor(times)[:, None], equation.inputs)
+            t0, t1 = min(t0, float(box.low[0])), max(t1, float(box.high[0]))
+        self.observations, self.t0, self.t1 = observations, t0, t1
+        self.specs = {n: s for n, s in equation.specs.items() if not s.fixed}
+        transforms = [(n, torch.distributions.transform_to(s.constraint))
+                      for n, s in self.specs.items()]
+        if nodes is None:
+            nodes = int(min(4000, max(100, 2 * len(times))))
+        self.filter = ODEFilter(ode, observations, transforms, t0, t1, sizes, nodes=nodes,
+                                q=order)
+        self.known = {self.components.index(k): float(v) for k, v in (known or {}).items()}
+        self.result = None
+        self._out = None
+
+    # -- the fit ---------------------------------------------------------------------------
+    def _start(self):
+        filt = self.filter
+        theta = [float(t.inv(getattr(self.equation, n).detach()))
+                 for n, t in filt.transforms]
+        u0, u_star = [], torch.zeros(len(filt.t), filt.C, dtype=torch.float64)
+        for c, (t, y) in enumerate(self.observations):
+            s = float(filt.scale[c])
+            if c in self.known:
+                u0.append(self.known[c] / s)
+            elif len(t):
+                u0.append(float(np.interp(self.t0, t, y)) / s)
+            else:
+                u0.append(self.guesses.get(c, 0.0) / s)
+            if len(t):
+                u_star[:, c] = torch.as_tensor(np.interp(filt.t.numpy(), t, y) / s)
+        log_sd = [math.log(0.1) for _ in filt.measured]
+        return np.array(theta + u0 + log_sd), u_star
+
+    def search(self, loose=None):
+        r"""The exact ODE's trajectories fitted from a design of starts at once
+        (:func:`~pyro_pidkl.infer.multistart.multistart_shooting`, as
+        :class:`~pyro_pidkl.models.ConditionedSystemGP`'s search): first the loose fit's
+        answer (``loose``, a :class:`~pyro_pidkl.statespace.fit.FilterFit` of the first
+        tempering stage: the trajectory follows the data, as gradient matching's does), its
+        states at the segments the smoothed means, those nobody measured included; then the
+        user's values and a Sobol design around them (a factor of a thousand either way for
+        a positive coefficient, :math:`\pm 3 \max(1, |\theta_0|)` for an unconstrained
+        one), the initial states of components nobody measured over their guess
+        :math:`\pm 3` of their scale. Returns ``(theta (S', P), x0 (S', C), cost (S',))``,
+        best first."""
+        from ..infer.multistart import (LOG_RANGE, default_starts, multistart_shooting,
+                                        start_design)
+        from ..infer.shooting import default_segments
+        filt = self.filter
+        v0, _ = self._start()
+        P, C = filt.P, filt.C
+        scale = filt.scale.numpy()
+        hidden = [c for c in range(C) if c not in filt.measured and c not in self.known]
+        half = []
+        for n, t in filt.transforms:
+            identity = isinstance(t, torch.distributions.ComposeTransform) and not t.parts
+            half.append(3.0 * max(1.0, abs(v0[len(half)])) if identity else LOG_RANGE)
+        x0 = v0[P:P + C] * scale
+        starts = self.starts if self.starts is not None else default_starts(P, len(hidden))
+        design = start_design(np.r_[v0[:P], x0[hidden]], np.r_[half, 3 * scale[hidden]],
+                              starts, seed=0)
+        observations = [(t, y) for t, y in self.observations]
+        t_last = max(float(t.max()) for t, _ in observations if len(t))
+        K = default_segments(sum(len(t) for t, _ in observations))
+        edges = np.linspace(self.t0, t_last, K + 1)[:-1]
+        base = np.tile(x0, (K, 1))
+        for c, (t, y) in enumerate(observations):
+            if len(t) and c not in self.known:
+                base[:, c] = np.interp(edges, t, y)
+        states = np.repeat(base[None], starts, 0)
+        for j, c in enumerate(hidden):
+            states[:, :, c] = design[:, P + j][:, None]
+        theta = design[:, :P]
+        if loose is not None:                    # the loose fit's answer first
+            with torch.no_grad():
+                m, _ = filt.predict(self._smoothed_at(loose), torch.as_tensor(edges))
+            at = ((filt.E0 @ m[..., None])[..., 0] * filt.scale).numpy()      # (K, C)
+            theta = np.vstack([loose.v[:P], theta])[:starts]
+            states = np.concatenate([at[None], states])[:starts]
+        sd = 0.1 * scale
+        found = multistart_shooting(self.ode, observations, filt.transforms, theta, states,
+                                    self.t0, t_last, scale, sd,
+                                    iterations=SEARCH_ITERATIONS, steps=8,
+                                    known=self.known or None)
+        return found.theta, found.x0, found.cost
+
+    def fit(self):
+        """Fit (module docstring of :mod:`~pyro_pidkl.statespace.fit`): the loose stage of
+        the tempering from the user's values (the trajectory follows the data), the search
+        over starts from its answer (:meth:`search`, where coefficients are learned), then
+        the solver's likelihood at its calibrated diffusion maximised from the search's best
+        two and from the loose fit's answer, the highest kept; the coefficients are set on
+        the equation. Returns a :class:`~pyro_pidkl.statespace.fit.FilterFit`."""
+        v0, u_star = self._start()
+        P, C = self.filter.P, self.filter.C
+        bounds = [(None, None)] * len(v0)
+        for c, value in self.known.items():
+            bounds[P + c] = (v0[P + c], v0[P + c])
+        candidates = []
+        loose = None
+        if self.floors:
+            try:
+                loose = fit_ode_filter(self.filter, v0, u_star, floors=self.floors[:1],
+                                       bounds=bounds, final=False)
+                candidates.append((loose.v, loose.u_star))
+            except (RuntimeError, ValueError):
+                loose = None
+        if P and self.starts != 0:
+            theta, x0, cost = self.search(loose)
+            for k in [k for k in range(len(cost)) if np.isfinite(cost[k])][:2]:
+                v = v0.copy()
+                v[:P] = theta[k]
+                v[P:P + C] = x0[k] / self.filter.scale.numpy()
+                candidates.insert(k, (v, u_star))
+        if not candidates:
+            candidates = [(v0, u_star)]
+        best = None
+        for v, u in candidates:
+            try:
+                found = fit_ode_filter(self.filter, v, u, floors=(), bounds=bounds)
+            except (RuntimeError, ValueError):
+                continue
+            if best is None or found.log_evidence > best.log_evidence:
+                best = found
+        if best is None:
+            raise RuntimeError("The state-space fit failed from every start")
+        self.result = laplace(self.filter, best)
+        for c in self.known:                        # a held value has no variance
+            self.result.cov[P + c, :] = 0.0
+            self.result.cov[:, P + c] = 0.0
+        with torch.no_grad():
+            theta = torch.as_tensor(self.result.v[:P])
+            for (n, t), u in zip(self.filter.transforms, theta):
+                setattr(self.equation, n, t(u).clone())
+        self._out = None
+        return self.result
+
+    def _smoothed_at(self, fit):
+        _, out = smoothed_values(self.filter, fit.v, fit.u_star)
+        return out
+
+    def _smoothed(self):
+        if self._out is None:
+            _, self._out = smoothed_values(self.filter, self.result.v, self.result.u_star)
+        return self._out
+
+    @pyro_method
+    def model(self):
+        r""":math:`\log p(y \mid o = 0)`, the data given the ODE at every node, as one
+        factor (the coefficients, the initial state and the noise are the fit's
+        parameters)."""
+        v = torch.as_tensor(self.result.v if self.result is not None else self._start()[0])
+        u_star = self.result.u_star if self.result is not None else self._start()[1]
+        out = self.filter.evidence(v, u_star)
+        pyro.factor("data", out["log_evidence"])
+        return out
+
+    def guide(self):
+        pass
+
+    # -- what it found -----------------------------------------------------------------------
+    def equation_parameters(self):
+        """Current coefficients ``{name: float}``."""
+        return {n: float(getattr(self.equation, n)) for n in self.equation.parameter_names}
+
+    def initial_state(self):
+        """The fitted initial state ``{component: value}`` at the span's start."""
+        P = self.filter.P
+        return {o: float(self.result.v[P + c] * self.filter.scale[c])
+                for c, o in enumerate(self.components)}
+
+    def noise_sd(self):
+        """Each measured output's fitted noise standard deviation ``{output: sd}``."""
+        P, C = self.filter.P, self.filter.C
+        return {self.components[c]: float(math.exp(self.result.v[P + C + k])
+                                          * self.filter.scale[c])
+                for k, c in enumerate(self.filter.measured)}
+
+    def coefficient_intervals(self, prob=0.9):
+        r"""Central ``prob`` intervals ``{name: {"value", "lower", "upper", "sd",
+        "identified"}}`` from the Laplace covariance, the normal interval in each
+        coefficient's unconstrained space mapped through its constraint (as the conditioned
+        GPs'); ``identified`` where the unconstrained standard deviation is finite and below
+        1."""
+        z = float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)))
+        out = {}
+        for k, (n, t) in enumerate(self.filter.transforms):
+            u = torch.tensor(float(self.result.v[k]), dtype=torch.float64)
+            var = float(self.result.cov[k, k])
+            s = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.inf
+            lo = float(t(u - z * s)) if math.isfinite(s) else float(t(torch.tensor(-1e300)))
+            hi = float(t(u + z * s)) if math.isfinite(s) else float(t(torch.tensor(1e300)))
+            slope = float(t.log_abs_det_jacobian(u, t(u)).exp())
+            out[n] = {"value": float(t(u)), "lower": min(lo, hi), "upper": max(lo, hi),
+                      "sd": abs(slope) * s, "identified": bool(s < 1.0)}
+        return out
+
+    def forward(self, t_new, parameter_uncertainty=True):
+        r"""Posterior means and variances of the outputs at times ``t_new`` ``(T,)`` or
+        ``(T, 1)``, in the user's units: ``(T, C)`` each for a system, ``(T,)`` for an
+        equation. The variance is the solver's (the ODE's trajectory given the data and the
+        fitted coefficients) plus, with ``parameter_uncertainty``, the Laplace uncertainty
+        of the coefficients, initial state and noise by the delta method (finite
+        differences of the mean)."""
+        if self.result is None:
+            raise RuntimeError("Expected a fitted model: call pk.fit(model) first")
+        t_new = torch.as_tensor(t_new, dtype=torch.float64).reshape(-1)
+        filt = self.filter
+        E0 = filt.E0
+        m, P = filt.predict(self._smoothed(), t_new)
+        mean = (E0 @ m[..., None])[..., 0] * filt.scale
+        var = torch.diagonal(E0 @ P @ E0.T, dim1=-2, dim2=-1) * filt.scale ** 2
+        if parameter_uncertainty:
+            var = var + self._parameter_variance(t_new)
+        keep = [self.components.index(o) for o in self.outputs]
+        mean, var = mean[:, keep], var[:, keep]
+        if len(self.outputs) == 1 and not isinstance(self.equation, EquationSystem):
+            return mean[:, 0], var[:, 0]
+        return mean, var
+
+    def _parameter_variance(self, t_new):
+        cov = np.nan_to_num(self.result.cov, nan=0.0, posinf=0.0, neginf=0.0)
+        v = self.result.v
+        J = []
+        for k in range(len(v)):
+            if cov[k, k] <= 0:
+                J.append(torch.zeros(len(t_new), self.filter.C, dtype=torch.float64))
+                continue
+            h = 1e-4 * max(1.0, math.sqrt(cov[k, k]))
+            cols = []
+            for sign in (1, -1):
+                w = v.copy()
+                w[k] += sign * h
+                _, out = smoothed_values(self.filter, w, self.result.u_star)
+                m, _ = self.filter.predict(out, t_new)
+                cols.append((self.filter.E0 @ m[..., None])[..., 0])
+            J.append((cols[0] - cols[1]) / (2 * h) * self.filter.scale)
+        J = torch.stack(J, -1)                                             # (T, C, V)
+        return torch.einsum("tcv,vw,tcw->tc", J, torch.as_tensor(cov), J).clamp(min=0.0)
