@@ -113,11 +113,13 @@ def laplace(filt, fit):
     ``fit.cov`` (``inf`` where the Hessian is singular)."""
     began = time.perf_counter()
     vt = torch.as_tensor(fit.v, dtype=torch.float64)
-    H = torch.autograd.functional.hessian(
-        lambda w: -filt.evidence(w, fit.u_star)["log_evidence"], vt).numpy()
     try:
-        fit.cov = np.linalg.inv(H)
-    except np.linalg.LinAlgError:
+        H = torch.autograd.functional.hessian(
+            lambda w: -filt.evidence(w, fit.u_star)["log_evidence"], vt).numpy()
+        fit.cov = np.linalg.inv(H) if np.isfinite(H).all() else None
+    except (np.linalg.LinAlgError, RuntimeError, ValueError):
+        fit.cov = None
+    if fit.cov is None:
         fit.cov = np.full((len(fit.v), len(fit.v)), np.inf)
     fit.stages.append({"hessian_seconds": time.perf_counter() - began})
     fit.seconds += time.perf_counter() - began

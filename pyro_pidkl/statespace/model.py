@@ -14,6 +14,7 @@ the solver's error, folded in as uncertainty.
 """
 
 import math
+import time
 
 import numpy as np
 import pyro
@@ -33,12 +34,31 @@ __all__ = ["StateSpaceGP"]
 #: here the loose fit's answer comes first, and the solver's likelihood refines the best)
 SEARCH_ITERATIONS = 10
 
+#: starts of the search when the user gives none (``None``: the systems' rule, 64 per
+#: searched dimension, 64 to 512)
+DEFAULT_STARTS = None
+
+#: the most data of an output that the loose stage and the search see (evenly thinned: they
+#: only need the basin; the refinement sees all)
+SEARCH_DATA = 200
+
+#: uniform nodes of the loose stage's filter, besides the data's times
+COARSE_NODES = 24
+
 
 def _scale(y):
     if not len(y):
         return 1.0
     s = float(np.std(y))
     return s if s > 1e-8 * max(float(np.abs(y).max()), 1e-300) else max(float(np.abs(y).max()), 1.0)
+
+
+def _thin(t, y, most):
+    """At most ``most`` of the data ``(t, y)``, evenly spaced in their order."""
+    if len(t) <= most:
+        return t, y
+    keep = np.unique(np.linspace(0, len(t) - 1, most).round().astype(int))
+    return t[keep], y[keep]
 
 
 class StateSpaceGP(PyroModule):
@@ -150,13 +170,18 @@ class StateSpaceGP(PyroModule):
             nodes = int(min(4000, max(100, 2 * len(times))))
         self.filter = ODEFilter(ode, observations, transforms, t0, t1, sizes, nodes=nodes,
                                 q=order)
+        # the loose stage's filter: the data's times and a few nodes between (a rough fit
+        # that only needs the basin)
+        self.thinned = [_thin(t, y, SEARCH_DATA) for t, y in observations]
+        self.coarse = ODEFilter(ode, self.thinned, transforms, t0, t1, sizes,
+                                nodes=min(nodes, COARSE_NODES), q=order)
         self.known = {self.components.index(k): float(v) for k, v in (known or {}).items()}
         self.result = None
         self._out = None
 
     # -- the fit ---------------------------------------------------------------------------
-    def _start(self):
-        filt = self.filter
+    def _start(self, filt=None):
+        filt = filt or self.filter
         theta = [float(t.inv(getattr(self.equation, n).detach()))
                  for n, t in filt.transforms]
         u0, u_star = [], torch.zeros(len(filt.t), filt.C, dtype=torch.float64)
@@ -198,10 +223,11 @@ class StateSpaceGP(PyroModule):
             identity = isinstance(t, torch.distributions.ComposeTransform) and not t.parts
             half.append(3.0 * max(1.0, abs(v0[len(half)])) if identity else LOG_RANGE)
         x0 = v0[P:P + C] * scale
-        starts = self.starts if self.starts is not None else default_starts(P, len(hidden))
+        starts = self.starts if self.starts is not None else (
+            DEFAULT_STARTS or default_starts(P, len(hidden)))
         design = start_design(np.r_[v0[:P], x0[hidden]], np.r_[half, 3 * scale[hidden]],
                               starts, seed=0)
-        observations = [(t, y) for t, y in self.observations]
+        observations = [(t, y) for t, y in self.thinned]
         t_last = max(float(t.max()) for t, _ in observations if len(t))
         K = default_segments(sum(len(t) for t, _ in observations))
         edges = np.linspace(self.t0, t_last, K + 1)[:-1]
@@ -214,11 +240,16 @@ class StateSpaceGP(PyroModule):
             states[:, :, c] = design[:, P + j][:, None]
         theta = design[:, :P]
         if loose is not None:                    # the loose fit's answer first
-            with torch.no_grad():
-                m, _ = filt.predict(self._smoothed_at(loose), torch.as_tensor(edges))
-            at = ((filt.E0 @ m[..., None])[..., 0] * filt.scale).numpy()      # (K, C)
-            theta = np.vstack([loose.v[:P], theta])[:starts]
-            states = np.concatenate([at[None], states])[:starts]
+            try:
+                with torch.no_grad():
+                    _, out = smoothed_values(self.coarse, loose.v, loose.u_star)
+                    m, _ = self.coarse.predict(out, torch.as_tensor(edges))
+                at = ((filt.E0 @ m[..., None])[..., 0] * filt.scale).numpy()  # (K, C)
+            except (RuntimeError, ValueError):   # its trajectory left the ODE's domain
+                at = None
+            if at is not None and np.isfinite(at).all():
+                theta = np.vstack([loose.v[:P], theta])[:starts]
+                states = np.concatenate([at[None], states])[:starts]
         sd = 0.1 * scale
         found = multistart_shooting(self.ode, observations, filt.transforms, theta, states,
                                     self.t0, t_last, scale, sd,
@@ -228,48 +259,65 @@ class StateSpaceGP(PyroModule):
 
     def fit(self):
         """Fit (module docstring of :mod:`~pyro_pidkl.statespace.fit`): the loose stage of
-        the tempering from the user's values (the trajectory follows the data), the search
-        over starts from its answer (:meth:`search`, where coefficients are learned), then
-        the solver's likelihood at its calibrated diffusion maximised from the search's best
-        two and from the loose fit's answer, the highest kept; the coefficients are set on
-        the equation. Returns a :class:`~pyro_pidkl.statespace.fit.FilterFit`."""
+        the tempering from the user's values on a coarse grid (the trajectory follows the
+        data), the search over starts from its answer (:meth:`search`, where coefficients
+        are learned), then the solver's likelihood at its calibrated diffusion maximised
+        from the search's best, linearised first around that start's exact trajectory; the
+        coefficients are set on the equation. Returns a
+        :class:`~pyro_pidkl.statespace.fit.FilterFit`."""
         v0, u_star = self._start()
         P, C = self.filter.P, self.filter.C
         bounds = [(None, None)] * len(v0)
         for c, value in self.known.items():
             bounds[P + c] = (v0[P + c], v0[P + c])
-        candidates = []
-        loose = None
+        start, loose = v0, None
+        clock = {"began": time.perf_counter()}
         if self.floors:
             try:
-                loose = fit_ode_filter(self.filter, v0, u_star, floors=self.floors[:1],
-                                       bounds=bounds, final=False)
-                candidates.append((loose.v, loose.u_star))
+                loose = fit_ode_filter(self.coarse, v0, self._start(self.coarse)[1],
+                                       floors=self.floors[:1], bounds=bounds, final=False,
+                                       relinearise=2, max_iter=60)
+                start = loose.v
             except (RuntimeError, ValueError):
                 loose = None
+        clock["loose"] = time.perf_counter()
         if P and self.starts != 0:
+            # the search includes the loose answer as its first start: its best trajectory
+            # of the exact ODE is where the solver's likelihood is refined
             theta, x0, cost = self.search(loose)
-            for k in [k for k in range(len(cost)) if np.isfinite(cost[k])][:2]:
-                v = v0.copy()
-                v[:P] = theta[k]
-                v[P:P + C] = x0[k] / self.filter.scale.numpy()
-                candidates.insert(k, (v, u_star))
-        if not candidates:
-            candidates = [(v0, u_star)]
+            if np.isfinite(cost[0]):
+                start = v0.copy()
+                start[:P] = theta[0]
+                start[P:P + C] = x0[0] / self.filter.scale.numpy()
+                u_star = self._trajectory(start, u_star)
+        clock["search"] = time.perf_counter()
         best = None
-        for v, u in candidates:
-            try:
-                found = fit_ode_filter(self.filter, v, u, floors=(), bounds=bounds)
-            except (RuntimeError, ValueError):
-                continue
-            if best is None or found.log_evidence > best.log_evidence:
-                best = found
+        try:
+            best = fit_ode_filter(self.filter, start, u_star, floors=(), bounds=bounds,
+                                  relinearise=3, max_iter=100)
+        except (RuntimeError, ValueError):
+            pass
         if best is None:
             raise RuntimeError("The state-space fit failed from every start")
+        clock["refine"] = time.perf_counter()
         self.result = laplace(self.filter, best)
+        self.result.stages.append({
+            "loose_seconds": clock["loose"] - clock["began"],
+            "loose_evaluations": loose.evaluations if loose is not None else 0,
+            "search_seconds": clock["search"] - clock["loose"],
+            "refine_seconds": clock["refine"] - clock["search"],
+            "refine_evaluations": best.evaluations})
+        self.result.seconds = time.perf_counter() - clock["began"]
         for c in self.known:                        # a held value has no variance
             self.result.cov[P + c, :] = 0.0
             self.result.cov[:, P + c] = 0.0
+        # the noise is fitted with the rest (its maximum-likelihood value, low by the
+        # parameters' share): the covariance is scaled by n / (n - p), as the textbook's
+        # unbiased noise estimate scales the exact fit's
+        n = sum(len(t) for t, _ in self.observations)
+        p = P + C - len(self.known)
+        if n > p:
+            self.result.cov = self.result.cov * (n / (n - p))
         with torch.no_grad():
             theta = torch.as_tensor(self.result.v[:P])
             for (n, t), u in zip(self.filter.transforms, theta):
@@ -277,9 +325,19 @@ class StateSpaceGP(PyroModule):
         self._out = None
         return self.result
 
-    def _smoothed_at(self, fit):
-        _, out = smoothed_values(self.filter, fit.v, fit.u_star)
-        return out
+    def _trajectory(self, v, fallback):
+        """The exact ODE's trajectory from ``v``'s coefficients and initial state at the
+        nodes ``(N, C)`` (solver units): the first linearisation point of the refinement
+        (``fallback`` where the integration fails)."""
+        filt = self.filter
+        P, C = filt.P, filt.C
+        values = {n: t(torch.tensor(float(v[k]), dtype=torch.float64))
+                  for k, (n, t) in enumerate(filt.transforms)}
+        x0 = torch.as_tensor(v[P:P + C] * filt.scale.numpy())[None]
+        traj = self.ode.integrate(self.t0, x0, filt.t.numpy(), values, max_evaluations=20000)
+        if traj is None:
+            return fallback
+        return torch.as_tensor(traj[0].T) / filt.scale
 
     def _smoothed(self):
         if self._out is None:
