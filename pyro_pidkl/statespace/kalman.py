@@ -27,8 +27,9 @@ import torch
 
 __all__ = ["kalman_filter", "rts_smoother", "sequential_filter"]
 
-#: the most nodes scanned by doubling; longer sequences by the work-efficient scan
-STEP_EFFICIENT = 1024
+#: the most nodes scanned by doubling; longer sequences by the work-efficient scan (faster
+#: from a few dozen nodes on)
+STEP_EFFICIENT = 64
 
 
 def _T(M):
@@ -99,10 +100,10 @@ def _filter_combine(first, then):
 def _scan(elements, combine, reverse=False):
     """Inclusive prefix (suffix, ``reverse``) scan of ``combine`` over the leading axis.
     Up to :data:`STEP_EFFICIENT` elements by doubling (Hillis & Steele 1986: ``log2 N``
-    batched steps, ``N log2 N`` combinations: the fewest operations, which is what small
-    batches cost); beyond, pairs combined, the half scanned, the other half filled in
-    (Blelloch 1990, as ``jax.lax.associative_scan``: ``2 log2 N`` steps, ``2 N``
-    combinations)."""
+    batched steps, ``N log2 N`` combinations); beyond, pairs combined, the half scanned,
+    the other half filled in (Blelloch 1990, as ``jax.lax.associative_scan``: ``2 log2 N``
+    steps, ``2 N`` combinations: batched products of small matrices cost by the matrix, so
+    the work counts; 2-3x faster at 70-1000 nodes, ``benchmarks/statespace_speed.py``)."""
     if reverse:
         flipped = tuple(e.flip(0) for e in elements)
         out = _scan(flipped, lambda a, b: combine(b, a))
@@ -118,11 +119,9 @@ def _scan(elements, combine, reverse=False):
     even = combine(tuple(o[:rest[0].shape[0]] for o in odd), rest)
     out = []
     for e, o, v in zip(elements, odd, even):
-        full = torch.empty_like(e)
-        full[0] = e[0]
-        full[1::2] = o
-        full[2::2] = v
-        out.append(full)
+        evens = torch.cat([e[:1], v])                      # positions 0, 2, 4, ...
+        pairs = torch.stack([evens[:o.shape[0]], o], 1).reshape(2 * o.shape[0], *e.shape[1:])
+        out.append(torch.cat([pairs, evens[o.shape[0]:]]))  # the last even one, if N is odd
     return tuple(out)
 
 

@@ -112,8 +112,9 @@ class ODEFilter:
         return H, z
 
     def initial_state(self, values, u0):
-        r"""The state at ``t0`` ``(D,)``: :math:`x_0`, :math:`x_0' = F(t_0, x_0)`, and
-        :math:`x_0''` by a central difference along the flow (error :math:`O(\delta^2)`)."""
+        r"""The state at ``t0`` ``(D,)``: :math:`x_0`, :math:`x_0' = F(t_0, x_0)`, its
+        second derivative by a central difference along the flow and its third by a second
+        difference (errors :math:`O(\delta^2)`); orders above three start at zero."""
         t0 = self.t[:1]
         F0 = self._F(t0, u0[None], values)[0]
         parts = [u0, F0]
@@ -123,7 +124,16 @@ class ODEFilter:
             us = torch.stack([u0 + d * F0, u0 - d * F0])
             Fs = self._F(ts, us, values)
             parts.append((Fs[0] - Fs[1]) / (2 * d))
-        for _ in range(3, self.q + 1):
+        if self.q >= 3:
+            # the third derivative: a second difference of F along the flow, the states a
+            # second-order Taylor step away (error O(d^2))
+            d = 1e-3 * float(self.t[-1] - self.t[0])
+            f2 = parts[2]
+            ts = torch.stack([t0[0] + d, t0[0] - d])
+            us = torch.stack([u0 + d * F0 + d * d / 2 * f2, u0 - d * F0 + d * d / 2 * f2])
+            Fs = self._F(ts, us, values)
+            parts.append((Fs[0] - 2 * F0 + Fs[1]) / (d * d))
+        for _ in range(4, self.q + 1):
             parts.append(torch.zeros_like(u0))
         return torch.stack(parts, 1).reshape(-1)                           # output-major
 
