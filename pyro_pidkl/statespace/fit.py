@@ -101,6 +101,13 @@ def fit_ode_filter(filt, v0, u_star, floors=(1e4, 1e2, 1.0), relinearise=6, tol=
             u_star = new
             if moved < tol:
                 break
+            # settled too where the new point leaves the objective as it was (a linear ODE:
+            # the linearisation is the ODE wherever it is taken)
+            with torch.no_grad():
+                again = float(filt.evidence(torch.as_tensor(v), u_star, floor=floor)[
+                    "log_evidence"])
+            if abs(again - float(out["log_evidence"])) < 1e-9 * (1 + abs(again)):
+                break
         stages.append({"floor": floor, "log_evidence": float(out["log_evidence"]),
                        "diffusion": float(out["diffusion"]), "evaluations": counter[0]})
     return FilterFit(v, np.zeros((0, 0)), u_star, float(out["log_evidence"]),

@@ -15,6 +15,7 @@ the solver's error, folded in as uncertainty.
 
 import math
 import time
+import warnings
 
 import numpy as np
 import pyro
@@ -46,7 +47,10 @@ SEARCH_DATA = 200
 #: data, 2 to 12; 1: single shooting, as the exact fit's search: with the loose fit's answer
 #: as its first start it found the same optima on seed 15's first 16 random problems, and
 #: closer ones on two networks)
-SEARCH_SEGMENTS = 1
+SEARCH_SEGMENTS = None
+
+#: the most data whose evidence for the ODE is judged after a fit (:meth:`adequacy`)
+EVIDENCE_DATA = 2000
 
 #: uniform nodes of the loose stage's filter, besides the data's times
 COARSE_NODES = 24
@@ -181,7 +185,7 @@ class StateSpaceGP(PyroModule):
         # that only needs the basin)
         self.thinned = [_thin(t, y, SEARCH_DATA) for t, y in observations]
         self.coarse = ODEFilter(ode, self.thinned, transforms, t0, t1, sizes,
-                                nodes=min(nodes, COARSE_NODES), q=order)
+                                nodes=min(nodes, COARSE_NODES), q=min(order, 2))
         self.known = {self.components.index(k): float(v) for k, v in (known or {}).items()}
         self.result = None
         self._out = None
@@ -297,6 +301,7 @@ class StateSpaceGP(PyroModule):
                 start[:P] = theta[0]
                 start[P:P + C] = x0[0] / self.filter.scale.numpy()
                 u_star = self._trajectory(start, u_star)
+                start[P + C:] = self._residual_log_sd(u_star, start[P + C:])
         clock["search"] = time.perf_counter()
         best = None
         try:
@@ -315,6 +320,15 @@ class StateSpaceGP(PyroModule):
             "refine_seconds": clock["refine"] - clock["search"],
             "refine_evaluations": best.evaluations})
         self.result.seconds = time.perf_counter() - clock["began"]
+        judged = self.adequacy()
+        self.result.stages.append({"adequacy": judged})
+        if judged is not None and not judged["agree"]:
+            from ..diagnostics.adequacy import ModelMisfitWarning
+            warnings.warn(
+                f"The ODE's fitted trajectory explains the data {-judged['evidence_ratio']:.0f} "
+                f"nats worse than a smooth GP of the data alone: the data contradict the ODE, "
+                f"or the fit ended in a wrong optimum (model.adequacy()); its intervals do not "
+                f"hold", ModelMisfitWarning)
         for c in self.known:                        # a held value has no variance
             self.result.cov[P + c, :] = 0.0
             self.result.cov[:, P + c] = 0.0
@@ -332,6 +346,17 @@ class StateSpaceGP(PyroModule):
         self._out = None
         return self.result
 
+    def _residual_log_sd(self, u_star, fallback):
+        """Each measured output's log noise scale (solver units) from the data's residuals
+        about the trajectory ``u_star`` at the nodes: where the refinement starts."""
+        filt = self.filter
+        out = []
+        for k, c in enumerate(filt.measured):
+            r = (filt.y[:, c] - u_star[:, c])[filt.seen[:, c]]
+            sd = float(r.pow(2).mean().sqrt()) if len(r) else 0.0
+            out.append(math.log(sd) if sd > 0 and math.isfinite(sd) else fallback[k])
+        return np.array(out)
+
     def _trajectory(self, v, fallback):
         """The exact ODE's trajectory from ``v``'s coefficients and initial state at the
         nodes ``(N, C)`` (solver units): the first linearisation point of the refinement
@@ -345,6 +370,39 @@ class StateSpaceGP(PyroModule):
         if traj is None:
             return fallback
         return torch.as_tensor(traj[0].T) / filt.scale
+
+    def adequacy(self, most=EVIDENCE_DATA):
+        r"""Whether the data and the ODE agree: the evidence for the ODE,
+        :math:`\log p(y \mid o = 0) - \sum_c \log p(y_c \mid \text{SE GP})`, the fit's
+        likelihood against the best SE-ARD GP of each output's data alone (centred, in the
+        same units; :func:`~pyro_pidkl.gp.data_fit.fit_data_only`), as the conditioned GPs'
+        :meth:`adequacy` judges theirs. Below :math:`-\log 100`
+        (:data:`~pyro_pidkl.diagnostics.adequacy.EVIDENCE_TOL`) the data contradict the
+        ODE, or the fit ended in a wrong optimum: a trajectory of the ODE that misses the
+        data is taken for noise, and the intervals around it mean nothing. ``None`` with
+        more than ``most`` data (the data-only GP is dense).
+
+        :returns: ``{"evidence_ratio": float, "agree": bool}`` or ``None``."""
+        from ..diagnostics.adequacy import EVIDENCE_TOL
+        from ..gp.data_fit import fit_data_only
+        filt = self.filter
+        if self.result is None:
+            raise RuntimeError("Expected a fitted model: call pk.fit(model) first")
+        if sum(len(t) for t, _ in self.observations) > most:
+            return None
+        alone = 0.0
+        for c in filt.measured:
+            t, y = self.observations[c]
+            if len(t) < 3:
+                return None
+            U = torch.as_tensor((t - t.mean()) / max(float(t.std()), 1e-300))[:, None]
+            yc = torch.as_tensor((y - y.mean()) / float(filt.scale[c]))
+            found = fit_data_only(U, yc, lengthscale=[0.3, 1.0, 3.0])
+            if found is None:
+                return None
+            alone += found.log_likelihood
+        ratio = float(self.result.log_evidence) - alone
+        return {"evidence_ratio": ratio, "agree": ratio >= -EVIDENCE_TOL}
 
     def _smoothed(self):
         if self._out is None:
