@@ -33,6 +33,7 @@ class FilterFit:
     evaluations: int = 0
     seconds: float = 0.0
     stages: list = field(default_factory=list)
+    hessian: np.ndarray = None
 
 
 def _objective(filt, u_star, floor, counter):
@@ -123,6 +124,7 @@ def laplace(filt, fit):
     try:
         H = torch.autograd.functional.hessian(
             lambda w: -filt.evidence(w, fit.u_star)["log_evidence"], vt).numpy()
+        fit.hessian = 0.5 * (H + H.T)
         fit.cov = np.linalg.inv(H) if np.isfinite(H).all() else None
     except (np.linalg.LinAlgError, RuntimeError, ValueError):
         fit.cov = None

@@ -483,8 +483,38 @@ class StateSpaceGP(PyroModule):
             return mean[:, 0], var[:, 0]
         return mean, var
 
+    def _prediction_covariance(self):
+        r"""The covariance of :math:`v` that predictions carry: the Laplace one with a weak
+        normal prior (sd :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD` in the
+        unconstrained space) on the coefficients and the initial state, so that a direction
+        the data leave free adds a large but finite share instead of an infinite or a
+        dropped one (negative curvature, where the fit ended on a saddle of such directions,
+        counted as none); a held initial value adds none."""
+        from ..infer.laplace import IDENTIFIED_PRIOR_SD
+        H = self.result.hessian
+        P, C = self.filter.P, self.filter.C
+        if H is None or not np.isfinite(H).all():
+            return np.zeros_like(self.result.cov)
+        n = sum(len(t) for t, _ in self.observations)
+        p = P + C - len(self.known)
+        H = H * ((n - p) / n if n > p else 1.0)       # the n / (n - p) of the intervals
+        # a fit that stopped on a ridge or a saddle of the free directions: their curvature
+        # counted as none (the prior bounds them)
+        lam, V = np.linalg.eigh(H)
+        H = (V * np.clip(lam, 0.0, None)) @ V.T
+        prior = np.zeros(len(H))
+        prior[:P + C] = 1.0 / IDENTIFIED_PRIOR_SD ** 2
+        free = [k for k in range(len(H)) if k - P not in self.known]
+        cov = np.zeros_like(H)
+        try:
+            cov[np.ix_(free, free)] = np.linalg.inv(H[np.ix_(free, free)]
+                                                    + np.diag(prior[free]))
+        except np.linalg.LinAlgError:
+            return np.zeros_like(H)
+        return cov
+
     def _parameter_variance(self, t_new):
-        cov = np.nan_to_num(self.result.cov, nan=0.0, posinf=0.0, neginf=0.0)
+        cov = self._prediction_covariance()
         v = self.result.v
         J = []
         for k in range(len(v)):

@@ -78,6 +78,8 @@ class ODEFilter:
         self.measured = [c for c in range(C) if bool(seen[:, c].any())]
         self.h = torch.cat([torch.ones(1, dtype=torch.float64), self.t.diff()])
         self.E0, self.E1 = projection(self.q, C, 0), projection(self.q, C, 1)
+        # the prior's transitions at unit diffusion (the diffusion scales Q alone)
+        self.A, self.Q1 = block_transition(self.q, self.h, torch.ones(C, dtype=torch.float64))
 
     # -- the parameters ------------------------------------------------------------
     @property
@@ -149,7 +151,7 @@ class ODEFilter:
         N, C, D = len(self.t), self.C, self.C * (self.q + 1)
         m0 = self.initial_state(values, u0)
         P0 = torch.zeros(D, D, dtype=torch.float64)
-        A, Q1 = block_transition(self.q, self.h, torch.ones(C, dtype=torch.float64))
+        A, Q1 = self.A, self.Q1
         mask_o = torch.ones(N, C, dtype=torch.bool)
         mask_o[0] = False                                  # exact at t0 by construction
         eye = torch.eye(C, dtype=torch.float64).expand(N, C, C)
