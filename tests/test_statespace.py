@@ -253,3 +253,19 @@ def test_bad_input_is_refused_in_one_line():
         pk.StateSpaceGP(lambda f: f, (t, x_obs))
     with pytest.raises(RuntimeError, match="fitted"):
         pk.StateSpaceGP(system, {"x": (t, x_obs)})(t)
+
+
+def test_an_ode_the_data_contradict_warns():
+    # oscillating data, a decay law: the best trajectory of the law misses them
+    t = torch.linspace(0, 6, 40, dtype=DT)
+    y = torch.cos(2 * t) + 0.05 * torch.randn(40, generator=torch.Generator().manual_seed(2),
+                                               dtype=DT)
+    decay = Equation(lambda f, x, a: f.d("t") + a * f, inputs=("t",), a=Parameter(1.0))
+    model = pk.StateSpaceGP(decay, (t, y))
+    with pytest.warns(pk.ModelMisfitWarning, match="contradict"):
+        pk.fit(model, progress=False)
+    assert not model.adequacy()["agree"]
+    system, t, x_obs = _spring()
+    right = pk.StateSpaceGP(system, {"x": (t, x_obs)}, starts=0)
+    pk.fit(right, progress=False)
+    assert right.adequacy()["agree"] and right.adequacy()["evidence_ratio"] > 0
