@@ -265,7 +265,9 @@ def test_an_ode_the_data_contradict_warns():
     with pytest.warns(pk.ModelMisfitWarning, match="contradict"):
         pk.fit(model, progress=False)
     assert not model.adequacy()["agree"]
+    assert not model.adequacy(most=10)["agree"]        # many data: the noise's check
     system, t, x_obs = _spring()
     right = pk.StateSpaceGP(system, {"x": (t, x_obs)}, starts=0)
     pk.fit(right, progress=False)
     assert right.adequacy()["agree"] and right.adequacy()["evidence_ratio"] > 0
+    assert right.adequacy(most=10)["agree"]

@@ -50,7 +50,11 @@ SEARCH_DATA = 200
 SEARCH_SEGMENTS = None
 
 #: the most data whose evidence for the ODE is judged after a fit (:meth:`adequacy`)
-EVIDENCE_DATA = 2000
+EVIDENCE_DATA = 400
+
+#: past that many data, a fitted noise above this multiple of the data's own (successive
+#: differences) is a misfit
+DIFFERENCE_RATIO = 2.0
 
 #: uniform nodes of the loose stage's filter, besides the data's times
 COARSE_NODES = 24
@@ -324,11 +328,13 @@ class StateSpaceGP(PyroModule):
         self.result.stages.append({"adequacy": judged})
         if judged is not None and not judged["agree"]:
             from ..diagnostics.adequacy import ModelMisfitWarning
+            how = (f"explains the data {-judged['evidence_ratio']:.0f} nats worse than a "
+                   f"smooth GP of the data alone" if judged["evidence_ratio"] is not None else
+                   f"leaves a noise {judged['noise_ratio']:.1f} times the data's own")
             warnings.warn(
-                f"The ODE's fitted trajectory explains the data {-judged['evidence_ratio']:.0f} "
-                f"nats worse than a smooth GP of the data alone: the data contradict the ODE, "
-                f"or the fit ended in a wrong optimum (model.adequacy()); its intervals do not "
-                f"hold", ModelMisfitWarning)
+                f"The ODE's fitted trajectory {how}: the data contradict the ODE, or the fit "
+                f"ended in a wrong optimum (model.adequacy()); its intervals do not hold",
+                ModelMisfitWarning)
         for c in self.known:                        # a held value has no variance
             self.result.cov[P + c, :] = 0.0
             self.result.cov[:, P + c] = 0.0
@@ -379,17 +385,20 @@ class StateSpaceGP(PyroModule):
         :meth:`adequacy` judges theirs. Below :math:`-\log 100`
         (:data:`~pyro_pidkl.diagnostics.adequacy.EVIDENCE_TOL`) the data contradict the
         ODE, or the fit ended in a wrong optimum: a trajectory of the ODE that misses the
-        data is taken for noise, and the intervals around it mean nothing. ``None`` with
-        more than ``most`` data (the data-only GP is dense).
+        data is taken for noise, and the intervals around it mean nothing.
 
-        :returns: ``{"evidence_ratio": float, "agree": bool}`` or ``None``."""
+        Past ``most`` data, the fitted noise against the data's own instead
+        (:meth:`_difference_check`).
+
+        :returns: ``{"evidence_ratio": float, "agree": bool}``, or ``None`` (an output with
+            under three data)."""
         from ..diagnostics.adequacy import EVIDENCE_TOL
         from ..gp.data_fit import fit_data_only
         filt = self.filter
         if self.result is None:
             raise RuntimeError("Expected a fitted model: call pk.fit(model) first")
         if sum(len(t) for t, _ in self.observations) > most:
-            return None
+            return self._difference_check()
         alone = 0.0
         for c in filt.measured:
             t, y = self.observations[c]
@@ -402,7 +411,25 @@ class StateSpaceGP(PyroModule):
                 return None
             alone += found.log_likelihood
         ratio = float(self.result.log_evidence) - alone
-        return {"evidence_ratio": ratio, "agree": ratio >= -EVIDENCE_TOL}
+        return {"evidence_ratio": ratio, "agree": ratio >= -EVIDENCE_TOL, "noise_ratio": None}
+
+    def _difference_check(self):
+        r"""Many data: each measured output's fitted noise against the noise its data show
+        by themselves, :math:`\hat\sigma^2 = \sum_i (y_{i+1} - y_i)^2 / (2 (n - 1))` (von
+        Neumann's estimate, for data dense enough that the signal moves little between
+        neighbours): a fitted noise above :data:`DIFFERENCE_RATIO` times it means the
+        trajectory misses the data. ``{"noise_ratio": float, "agree": bool}``."""
+        worst = 0.0
+        for k, c in enumerate(self.filter.measured):
+            t, y = self.observations[c]
+            if len(t) < 3:
+                continue
+            alone = math.sqrt(float(np.sum(np.diff(y) ** 2)) / (2 * (len(y) - 1)))
+            fitted = math.exp(self.result.v[self.filter.P + self.filter.C + k]) * float(
+                self.filter.scale[c])
+            worst = max(worst, fitted / max(alone, 1e-300))
+        return {"noise_ratio": worst, "agree": worst <= DIFFERENCE_RATIO,
+                "evidence_ratio": None}
 
     def _smoothed(self):
         if self._out is None:
