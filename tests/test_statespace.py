@@ -271,3 +271,15 @@ def test_an_ode_the_data_contradict_warns():
     pk.fit(right, progress=False)
     assert right.adequacy()["agree"] and right.adequacy()["evidence_ratio"] > 0
     assert right.adequacy(most=10)["agree"]
+
+
+def test_a_fitted_model_saves_and_loads(tmp_path):
+    system, t, x_obs = _spring()
+    model = pk.StateSpaceGP(system, {"x": (t, x_obs)}, starts=0)
+    pk.fit(model, progress=False)
+    mean, var = model(t)
+    pk.save(model, tmp_path / "spring.pk")
+    again = pk.load(tmp_path / "spring.pk")
+    mean2, var2 = again(t)
+    assert torch.allclose(mean, mean2, atol=1e-10) and torch.allclose(var, var2, rtol=1e-8)
+    assert again.coefficient_intervals(0.9) == model.coefficient_intervals(0.9)
