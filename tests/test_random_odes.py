@@ -68,3 +68,10 @@ def test_the_summary_scores_coverage_errors_and_confident_misses():
     assert out["confident_misses"] == 0.5 and out["big_errors_unwarned"] == 1
     assert math.isclose(out["library_median_error"], (0.01 + 1.0) / 2)
     assert not targets["confident misses <= 2%"] and not targets["every big error warned"]
+    # the same records as the state-space solver's: summarised under its own key, and the
+    # records without it left out
+    for r in records:
+        r["statespace"] = r["library"]
+    records.append(rec(1.0, (1.0, 0.9, 1.1, True), (1.0, 0.9, 1.1)))
+    out2, _ = random_odes.summarise(records, "statespace")
+    assert out2["problems"] == 2 and out2["confident_misses"] == 0.5
