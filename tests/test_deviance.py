@@ -70,3 +70,12 @@ def test_an_exact_fit_of_poisson_counts_whose_log_mean_is_a_line_is_the_glm():
 def test_a_dispersion_that_is_not_positive_is_refused_in_one_line():
     with pytest.raises(ValueError, match="positive finite dispersion"):
         NegativeBinomial(0.0)
+
+
+def test_residual_scales_are_the_noise_or_one_for_counts():
+    from pyro_pidkl.infer.deviance import Poisson, residual_scales
+    sd = np.array([0.3, 0.2, 5.0])
+    obs = [(np.zeros(2), np.zeros(2)), (np.zeros(0), np.zeros(0)),
+           (np.zeros(2), np.zeros(2), Poisson())]
+    out = residual_scales(sd, obs)
+    assert out.tolist() == [0.3, 0.2, 1.0] and sd.tolist() == [0.3, 0.2, 5.0]   # a copy

@@ -24,10 +24,11 @@ An observation of an output is ``(t, y)`` (Gaussian) or ``(t, y, likelihood)`` w
 
 import math
 
+import numpy as np
 import torch
 
 __all__ = ["NegativeBinomial", "Poisson", "count_likelihoods", "data_nll", "data_residuals",
-           "likelihood_of"]
+           "likelihood_of", "residual_scales"]
 
 
 class Poisson:
@@ -80,6 +81,16 @@ def count_likelihoods(observations):
     """``{component: likelihood}`` of the components observed as counts."""
     return {c: likelihood_of(o) for c, o in enumerate(observations)
             if likelihood_of(o) is not None}
+
+
+def residual_scales(sd, observations):
+    r"""Each component's residual scale ``(C,)`` (a float copy of ``sd``): its noise
+    standard deviation for a Gaussian component, 1 for one observed as counts (its
+    residuals are deviance residuals, already standardised). The one owner of that rule for
+    shooting, the multistart search and the exact fit."""
+    out = np.array(sd, dtype=float, copy=True).reshape(-1)
+    out[list(count_likelihoods(observations))] = 1.0
+    return out
 
 
 def data_residuals(y, fit, obs_c, sd, counts):

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..physics.ode import ExplicitODE
-from .deviance import count_likelihoods
+from .deviance import residual_scales
 from .laplace import IDENTIFIED_PRIOR_SD, IDENTIFIED_SHRINK
 from .multistart import multistart_shooting, start_design
 from .shooting import _Shooting, fit_by_shooting
@@ -218,8 +218,8 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
     """
     began = time.perf_counter()
     scale = np.asarray(scale, dtype=float)
-    sd = 0.05 * scale if sd is None else np.maximum(np.asarray(sd, dtype=float), 1e-9 * scale)
-    sd[list(count_likelihoods(observations))] = 1.0
+    sd = residual_scales(0.05 * scale if sd is None else
+                         np.maximum(np.asarray(sd, dtype=float), 1e-9 * scale), observations)
     names = [n for n, _, _ in coefficients]
     transforms = [(n, t) for n, t, _ in coefficients]
     theta_given = np.array([list(s) for _, _, s in coefficients], dtype=float).T \

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .deviance import count_likelihoods, data_nll, data_residuals
+from .deviance import count_likelihoods, data_nll, data_residuals, residual_scales
 
 __all__ = ["EXTRA_SHIFT", "LOG_RANGE", "MultistartResult", "default_starts", "extra_shift",
            "multistart_shooting", "start_design"]
@@ -103,8 +103,7 @@ class _Batch:
         self.C, self.K, self.P = len(scale), K, len(transforms)
         self.scale = torch.as_tensor(scale, dtype=torch.float64)
         self.counts = count_likelihoods(observations)
-        self.sd = torch.as_tensor(sd, dtype=torch.float64).clone()
-        self.sd[list(self.counts)] = 1.0        # a count's residuals are its deviances'
+        self.sd = torch.as_tensor(residual_scales(sd, observations))
         self.edges = np.linspace(t0, t1, K + 1)
         delta = self.edges[1] - self.edges[0]
         rows = []

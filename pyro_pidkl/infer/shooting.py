@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from .deviance import count_likelihoods, data_nll, data_residuals
+from .deviance import count_likelihoods, data_nll, data_residuals, residual_scales
 
 __all__ = ["ShootingResult", "default_segments", "fit_by_shooting", "profiled", "profiled_nll"]
 
@@ -68,9 +68,7 @@ class _Shooting:
         self.ode, self.transforms = ode, transforms
         self.C, self.K, self.P = len(scale), K, len(transforms)
         self.counts = count_likelihoods(observations)
-        sd = np.array(sd, dtype=float)
-        sd[list(self.counts)] = 1.0             # a count's residuals are its deviances'
-        self.scale, self.sd, self.weight = scale, sd, weight
+        self.scale, self.sd, self.weight = scale, residual_scales(sd, observations), weight
         self.edges = np.linspace(t0, t1, K + 1)
         self.delta = self.edges[1] - self.edges[0]
         rows = []
@@ -181,9 +179,8 @@ def fit_by_shooting(ode, observations, coefficients, x0, t0, t1, scale, sd,
     :returns: a :class:`ShootingResult`.
     """
     scale = np.asarray(scale, dtype=float)
-    sd = np.maximum(np.asarray(sd, dtype=float), 1e-6 * scale)
+    sd = residual_scales(np.maximum(np.asarray(sd, dtype=float), 1e-6 * scale), observations)
     counts = count_likelihoods(observations)
-    sd[list(counts)] = 1.0
     transforms = [(n, t) for n, t, _ in coefficients]
     theta = np.array([float(s) for _, _, s in coefficients], dtype=float)
     x0 = np.asarray(x0, dtype=float)
