@@ -7,6 +7,13 @@ alone. Prints each fit's CPU seconds, its coefficients and 90% intervals, and th
 
     python benchmarks/statespace_speed.py --out docs/results/statespace_speed.json
     python benchmarks/statespace_speed.py --sizes 1000,10000 --skip-dense
+
+With ``--probdiffeq PYTHON`` (or ``PIDKL_PEER_PD_PYTHON``), probdiffeq's own Fenrir-style
+fit of the same spring data (``benchmarks/peers/probdiffeq_spring.py``: an ODE filter's
+marginal likelihood in JAX, L-BFGS, Laplace; and scipy's exact-ODE least squares) runs in
+its own environment in the same run, its versions recorded:
+``python -m venv ~/peer_pd && ~/peer_pd/bin/pip install "jax[cpu]" probdiffeq==0.9.2 equinox
+optax scipy``.
 """
 
 import argparse
@@ -81,6 +88,31 @@ def fit_spring(method):
     return out
 
 
+def probdiffeq_peer(python):
+    """The probdiffeq peer on the same spring data (``benchmarks/peers/probdiffeq_spring.py``
+    in the interpreter ``python``, its own environment): its JSON lines, or a refusal."""
+    import tempfile
+    t, x_obs = spring_data()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"t": t.tolist(), "x": x_obs.tolist()}, fh)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
+                          "probdiffeq_spring.py")
+    done = subprocess.run([python, script], capture_output=True, text=True,
+                          env=dict(os.environ, SPRING_DATA=fh.name, OMP_NUM_THREADS="1"))
+    os.unlink(fh.name)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()
+        return [{"refused": "peer failed: " + (tail[-1][:200] if tail else "no output")}]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version("
+                              "'probdiffeq'), m.version('jax'))"], capture_output=True,
+                             text=True).stdout.split()
+    for r in rows:
+        r["versions"] = {"probdiffeq": version[0], "jax": version[1]} if len(version) == 2 \
+            else None
+    return rows
+
+
 def fit_logistic(n, seed=0):
     rng = np.random.default_rng(seed)
     t = np.linspace(0, 10, n)
@@ -113,6 +145,9 @@ def main():
     p.add_argument("--sizes", default="1000,10000,100000")
     p.add_argument("--skip-dense", action="store_true")
     p.add_argument("--out", default=None)
+    p.add_argument("--probdiffeq", default=os.environ.get("PIDKL_PEER_PD_PYTHON"),
+                   help="an interpreter with probdiffeq and jax: its Fenrir-style fit of the "
+                        "spring runs beside ours (benchmarks/peers/probdiffeq_spring.py)")
     a = p.parse_args()
     torch.set_num_threads(1)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -128,6 +163,15 @@ def main():
               + (f"  RMSE x, v {row['rmse_x_v'][0]:.4f}, {row['rmse_x_v'][1]:.4f}"
                  f"  90% coverage {row['coverage90_x_v'][0]:.2f}, {row['coverage90_x_v'][1]:.2f}"
                  if "rmse_x_v" in row else ""), flush=True)
+    if a.probdiffeq:
+        record["probdiffeq"] = probdiffeq_peer(a.probdiffeq)
+        for row in record["probdiffeq"]:
+            if "k" in row:
+                print(f"spring peer {row['method']}: {row['cpu_s']:.2f} CPU s  "
+                      f"k {row['k']:.4g} (sd {row['k_sd']:.3g})  c {row['c']:.4g} "
+                      f"(sd {row['c_sd']:.3g})", flush=True)
+            else:
+                print(f"spring peer: {row}", flush=True)
     for n in [int(s) for s in a.sizes.split(",") if s]:
         row = fit_logistic(n)
         record["logistic"].append(row)
