@@ -355,82 +355,91 @@ def exact_fit(problem, starts=5):
 
 # -- the library's fit --------------------------------------------------------------------------
 
-def library_fit(problem):
+def user_problem(problem):
+    """What a user writes for a drawn problem: ``(equation or system, data, extras)`` with
+    ``data`` ``(t, y)`` for one equation or ``{output: (t, y)}`` for a system, and ``extras``
+    its ``scales`` (unmeasured species: their initial value and size) or, for an epidemic,
+    the Poisson likelihood and the known initial fraction of susceptibles."""
     import torch
     import pyro_pidkl as pk
     from pyro_pidkl.physics import Equation, Parameter
-    torch.set_num_threads(1)
-    began = time.process_time()
     t = torch.tensor(problem["t"], dtype=torch.float64)
     Y = torch.tensor(problem["y"], dtype=torch.float64)
     start = problem["start"]
     fam = problem["family"]
+    if fam == "growth":
+        nu = problem["nu"]
+        if problem["law"] == "gompertz":
+            def psi(f, x, r, K):
+                return f.d("t") - r * f * torch.log(K / f)
+        else:
+            def psi(f, x, r, K):
+                return f.d("t") - r * f * (1 - (f / K) ** nu)
+        eq = Equation(psi, inputs=("t",), r=Parameter(start["r"]), K=Parameter(start["K"]))
+        return eq, (t, Y[0]), {}
+    if fam == "oscillator":
+        held, A, w = problem["held"], problem["A"], problem["w"]
+        params = {n: Parameter(start[n]) if n in start else Parameter(v, fixed=True)
+                  for n, v in {**held, **start}.items()}
+        if problem["law"] == "polynomial":
+            def psi(f, x, c, k, b):
+                return (f.d("t", "t") + c * f.d("t") + k * f + b * f ** 3
+                        - A * torch.cos(w * x["t"]))
+        else:
+            def psi(f, x, c, w2):
+                return (f.d("t", "t") + c * f.d("t") + w2 * torch.sin(f)
+                        - A * torch.cos(w * x["t"]))
+        return Equation(psi, inputs=("t",), **params), (t, Y[0]), {}
+    if fam == "network":
+        S, reactions = problem["species"], problem["reactions"]
+        outputs = tuple(f"s{i}" for i in range(S))
+
+        def network(f, x, **k):
+            rates = [k[f"k{j}"] for j in range(len(reactions))]
+            d = [f[o].d("t") for o in outputs]
+            for rate, (a, b) in zip(rates, reactions):
+                v = rate
+                for i in a:
+                    v = v * f[outputs[i]]
+                for i in a:
+                    d[i] = d[i] + v
+                for i in b:
+                    d[i] = d[i] - v
+            return tuple(d)
+        system = pk.EquationSystem(network, outputs=outputs, inputs=("t",),
+                                   **{n: Parameter(v) for n, v in start.items()})
+        data = {outputs[c]: (t, Y[j]) for j, c in enumerate(problem["observed"])}
+        scales = {outputs[c]: (problem["x0"][c], max(problem["x0"][c], 0.1))
+                  for c in range(S) if c not in problem["observed"]}
+        return system, data, {"scales": scales or None}
+    M, s0 = problem["M"], problem["s0"]
+
+    def sir(f, x, beta, gamma):
+        return (f["s"].d("t") + beta * f["s"] * torch.exp(f["u"]) / M,
+                f["u"].d("t") - beta * f["s"] + gamma)
+    system = pk.EquationSystem(sir, outputs=("s", "u"), inputs=("t",),
+                               **{n: Parameter(v) for n, v in start.items()})
+    return system, {"u": (t, Y[0])}, {
+        "likelihoods": {"u": "poisson"},
+        "conditions": [pk.Condition([[0.0]], lambda f, x: f["s"], s0, name="s(0)")]}
+
+
+def _fitted(make, problem):
+    """Build (``make(equation, data, extras)``) and fit one model of a drawn problem at its
+    defaults, one thread: its 90% intervals, every warning, a crash's message, the time."""
+    import torch
+    import pyro_pidkl as pk
+    torch.set_num_threads(1)
+    began = time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if fam in ("growth", "oscillator"):
-            if fam == "growth":
-                nu = problem["nu"]
-                if problem["law"] == "gompertz":
-                    def psi(f, x, r, K):
-                        return f.d("t") - r * f * torch.log(K / f)
-                else:
-                    def psi(f, x, r, K):
-                        return f.d("t") - r * f * (1 - (f / K) ** nu)
-                eq = Equation(psi, inputs=("t",), r=Parameter(start["r"]), K=Parameter(start["K"]))
-            else:
-                held, A, w = problem["held"], problem["A"], problem["w"]
-                params = {n: Parameter(start[n]) if n in start else Parameter(v, fixed=True)
-                          for n, v in {**held, **start}.items()}
-                if problem["law"] == "polynomial":
-                    def psi(f, x, c, k, b):
-                        return (f.d("t", "t") + c * f.d("t") + k * f + b * f ** 3
-                                - A * torch.cos(w * x["t"]))
-                else:
-                    def psi(f, x, c, w2):
-                        return (f.d("t", "t") + c * f.d("t") + w2 * torch.sin(f)
-                                - A * torch.cos(w * x["t"]))
-                eq = Equation(psi, inputs=("t",), **params)
-            model = pk.PhysicsConditionedGP(t, Y[0], eq)
-        if fam == "network":
-            S, reactions = problem["species"], problem["reactions"]
-            outputs = tuple(f"s{i}" for i in range(S))
-
-            def network(f, x, **k):
-                rates = [k[f"k{j}"] for j in range(len(reactions))]
-                d = [f[o].d("t") for o in outputs]
-                for rate, (a, b) in zip(rates, reactions):
-                    v = rate
-                    for i in a:
-                        v = v * f[outputs[i]]
-                    for i in a:
-                        d[i] = d[i] + v
-                    for i in b:
-                        d[i] = d[i] - v
-                return tuple(d)
-            system = pk.EquationSystem(network, outputs=outputs, inputs=("t",),
-                                       **{n: Parameter(v) for n, v in start.items()})
-            data = {outputs[c]: (t, Y[j]) for j, c in enumerate(problem["observed"])}
-            scales = {outputs[c]: (problem["x0"][c], max(problem["x0"][c], 0.1))
-                      for c in range(S) if c not in problem["observed"]}
-            model = pk.ConditionedSystemGP(system, data, scales=scales or None)
-        elif fam == "epidemic":
-            M, s0 = problem["M"], problem["s0"]
-
-            def sir(f, x, beta, gamma):
-                return (f["s"].d("t") + beta * f["s"] * torch.exp(f["u"]) / M,
-                        f["u"].d("t") - beta * f["s"] + gamma)
-            system = pk.EquationSystem(sir, outputs=("s", "u"), inputs=("t",),
-                                       **{n: Parameter(v) for n, v in start.items()})
-            model = pk.ConditionedSystemGP(
-                system, {"u": (t, Y[0])}, likelihoods={"u": "poisson"},
-                conditions=[pk.Condition([[0.0]], lambda f, x: f["s"], s0, name="s(0)")])
-        error = None
+        model, error, iv = None, None, {}
         try:
+            model = make(*user_problem(problem))
             pk.fit(model, progress=False)
             iv = model.coefficient_intervals(0.9)
         except Exception as e:                      # recorded: a crash is a result too
             error = f"{type(e).__name__}: {str(e)[:200]}"
-            iv = {}
     out = {n: (float(v["value"]), float(v["lower"]), float(v["upper"]), bool(v["identified"]))
            for n, v in iv.items()}
     referee = getattr(model, "referee", None)
@@ -439,80 +448,27 @@ def library_fit(problem):
             "seconds": time.process_time() - began}
 
 
+def library_fit(problem):
+    """The library at its defaults: ``PhysicsConditionedGP`` for one equation on the data's
+    interval, ``ConditionedSystemGP`` for a system."""
+    import pyro_pidkl as pk
+
+    def make(equation, data, extras):
+        if isinstance(equation, pk.EquationSystem):
+            return pk.ConditionedSystemGP(equation, data, **extras)
+        return pk.PhysicsConditionedGP(*data, equation)
+    return _fitted(make, problem)
+
+
 def statespace_fit(problem):
     """The state-space solver (``pk.StateSpaceGP``) on the same problem: the library's
-    O(N) probabilistic ODE solver, Gaussian likelihood (no counts)."""
-    import torch
+    O(N) probabilistic ODE solver, Gaussian likelihood (an epidemic's counts: refused)."""
     import pyro_pidkl as pk
-    from pyro_pidkl.physics import Equation, Parameter
-    torch.set_num_threads(1)
-    began = time.process_time()
-    t = torch.tensor(problem["t"], dtype=torch.float64)
-    Y = torch.tensor(problem["y"], dtype=torch.float64)
-    start = problem["start"]
-    fam = problem["family"]
-    if fam == "epidemic":
+    if problem["family"] == "epidemic":
         return {"intervals": {}, "warnings": [], "error": "counts: not supported",
-                "seconds": math.nan}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if fam == "growth":
-            nu = problem["nu"]
-            if problem["law"] == "gompertz":
-                def psi(f, x, r, K):
-                    return f.d("t") - r * f * torch.log(K / f)
-            else:
-                def psi(f, x, r, K):
-                    return f.d("t") - r * f * (1 - (f / K) ** nu)
-            eq = Equation(psi, inputs=("t",), r=Parameter(start["r"]), K=Parameter(start["K"]))
-            model = pk.StateSpaceGP(eq, (t, Y[0]))
-        elif fam == "oscillator":
-            held, A, w = problem["held"], problem["A"], problem["w"]
-            params = {n: Parameter(start[n]) if n in start else Parameter(v, fixed=True)
-                      for n, v in {**held, **start}.items()}
-            if problem["law"] == "polynomial":
-                def psi(f, x, c, k, b):
-                    return (f.d("t", "t") + c * f.d("t") + k * f + b * f ** 3
-                            - A * torch.cos(w * x["t"]))
-            else:
-                def psi(f, x, c, w2):
-                    return (f.d("t", "t") + c * f.d("t") + w2 * torch.sin(f)
-                            - A * torch.cos(w * x["t"]))
-            eq = Equation(psi, inputs=("t",), **params)
-            model = pk.StateSpaceGP(eq, (t, Y[0]))
-        else:
-            S, reactions = problem["species"], problem["reactions"]
-            outputs = tuple(f"s{i}" for i in range(S))
-
-            def network(f, x, **k):
-                rates = [k[f"k{j}"] for j in range(len(reactions))]
-                d = [f[o].d("t") for o in outputs]
-                for rate, (a, b) in zip(rates, reactions):
-                    v = rate
-                    for i in a:
-                        v = v * f[outputs[i]]
-                    for i in a:
-                        d[i] = d[i] + v
-                    for i in b:
-                        d[i] = d[i] - v
-                return tuple(d)
-            system = pk.EquationSystem(network, outputs=outputs, inputs=("t",),
-                                       **{n: Parameter(v) for n, v in start.items()})
-            data = {outputs[c]: (t, Y[j]) for j, c in enumerate(problem["observed"])}
-            scales = {outputs[c]: (problem["x0"][c], max(problem["x0"][c], 0.1))
-                      for c in range(S) if c not in problem["observed"]}
-            model = pk.StateSpaceGP(system, data, scales=scales or None)
-        error = None
-        try:
-            pk.fit(model, progress=False)
-            iv = model.coefficient_intervals(0.9)
-        except Exception as e:                      # recorded: a crash is a result too
-            error = f"{type(e).__name__}: {str(e)[:200]}"
-            iv = {}
-    out = {n: (float(v["value"]), float(v["lower"]), float(v["upper"]), bool(v["identified"]))
-           for n, v in iv.items()}
-    return {"intervals": out, "warnings": [str(w.message)[:300] for w in caught],
-            "error": error, "seconds": time.process_time() - began}
+                "verdict": None, "seconds": math.nan}
+    return _fitted(lambda equation, data, extras: pk.StateSpaceGP(equation, data, **extras),
+                   problem)
 
 
 def numpyro_fit(problem, python):
