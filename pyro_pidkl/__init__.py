@@ -2,7 +2,8 @@
 
 Subpackages: :mod:`~pyro_pidkl.gp` (posterior, standardiser, posterior draws),
 :mod:`~pyro_pidkl.kernels`, :mod:`~pyro_pidkl.physics` (equations, the physics term),
-:mod:`~pyro_pidkl.models`, :mod:`~pyro_pidkl.infer`, :mod:`~pyro_pidkl.diagnostics`,
+:mod:`~pyro_pidkl.models`, :mod:`~pyro_pidkl.statespace` (explicit ODEs in time in
+:math:`O(N)`), :mod:`~pyro_pidkl.infer`, :mod:`~pyro_pidkl.diagnostics`,
 :mod:`~pyro_pidkl.datasets`. The paper's study (:mod:`pyro_pidkl.paper`) is not imported.
 
 The names below load on first use (PEP 562), so that ``pidkl --help`` need not import torch.
