@@ -31,30 +31,9 @@ from .ode_filter import ODEFilter
 
 __all__ = ["StateSpaceGP"]
 
-#: Levenberg-Marquardt iterations of the search's first stage (the library's systems run 30:
-#: here the loose fit's answer comes first, and the solver's likelihood refines the best)
-SEARCH_ITERATIONS = 10
-
-#: starts of the search when the user gives none (``None``: the systems' rule, 64 per
-#: searched dimension, 64 to 512)
-DEFAULT_STARTS = None
-
 #: the most data of an output that the loose stage and the search see (evenly thinned: they
 #: only need the basin; the refinement sees all)
 SEARCH_DATA = 200
-
-#: segments of the search's multiple shooting (``None``: the systems' rule, one per four
-#: data, 2 to 12; 1: single shooting, as the exact fit's search: with the loose fit's answer
-#: as its first start it found the same optima on seed 15's first 16 random problems, and
-#: closer ones on two networks)
-SEARCH_SEGMENTS = None
-
-#: the most data whose evidence for the ODE is judged after a fit (:meth:`adequacy`)
-EVIDENCE_DATA = 400
-
-#: past that many data, a fitted noise above this multiple of the data's own (successive
-#: differences) is a misfit
-DIFFERENCE_RATIO = 2.0
 
 #: uniform nodes of the loose stage's filter, besides the data's times
 COARSE_NODES = 24
@@ -214,63 +193,10 @@ class StateSpaceGP(PyroModule):
         return np.array(theta + u0 + log_sd), u_star
 
     def search(self, loose=None):
-        r"""The exact ODE's trajectories fitted from a design of starts at once
-        (:func:`~pyro_pidkl.infer.multistart.multistart_shooting`, as
-        :class:`~pyro_pidkl.models.ConditionedSystemGP`'s search): first the loose fit's
-        answer (``loose``, a :class:`~pyro_pidkl.statespace.fit.FilterFit` of the first
-        tempering stage: the trajectory follows the data, as gradient matching's does), its
-        states at the segments the smoothed means, those nobody measured included; then the
-        user's values and a Sobol design around them (a factor of a thousand either way for
-        a positive coefficient, :math:`\pm 3 \max(1, |\theta_0|)` for an unconstrained
-        one), the initial states of components nobody measured over their guess
-        :math:`\pm 3` of their scale. Returns ``(theta (S', P), x0 (S', C), cost (S',))``,
-        best first."""
-        from ..infer.multistart import (LOG_RANGE, default_starts, multistart_shooting,
-                                        start_design)
-        from ..infer.shooting import default_segments
-        filt = self.filter
-        v0, _ = self._start()
-        P, C = filt.P, filt.C
-        scale = filt.scale.numpy()
-        hidden = [c for c in range(C) if c not in filt.measured and c not in self.known]
-        half = []
-        for n, t in filt.transforms:
-            identity = isinstance(t, torch.distributions.ComposeTransform) and not t.parts
-            half.append(3.0 * max(1.0, abs(v0[len(half)])) if identity else LOG_RANGE)
-        x0 = v0[P:P + C] * scale
-        starts = self.starts if self.starts is not None else (
-            DEFAULT_STARTS or default_starts(P, len(hidden)))
-        design = start_design(np.r_[v0[:P], x0[hidden]], np.r_[half, 3 * scale[hidden]],
-                              starts, seed=0)
-        observations = [(t, y) for t, y in self.thinned]
-        t_last = max(float(t.max()) for t, _ in observations if len(t))
-        K = SEARCH_SEGMENTS or default_segments(sum(len(t) for t, _ in observations))
-        edges = np.linspace(self.t0, t_last, K + 1)[:-1]
-        base = np.tile(x0, (K, 1))
-        for c, (t, y) in enumerate(observations):
-            if len(t) and c not in self.known:
-                base[:, c] = np.interp(edges, t, y)
-        states = np.repeat(base[None], starts, 0)
-        for j, c in enumerate(hidden):
-            states[:, :, c] = design[:, P + j][:, None]
-        theta = design[:, :P]
-        if loose is not None:                    # the loose fit's answer first
-            try:
-                with torch.no_grad():
-                    _, out = smoothed_values(self.coarse, loose.v, loose.u_star)
-                    m, _ = self.coarse.predict(out, torch.as_tensor(edges))
-                at = ((filt.E0 @ m[..., None])[..., 0] * filt.scale).numpy()  # (K, C)
-            except (RuntimeError, ValueError):   # its trajectory left the ODE's domain
-                at = None
-            if at is not None and np.isfinite(at).all():
-                theta = np.vstack([loose.v[:P], theta])[:starts]
-                states = np.concatenate([at[None], states])[:starts]
-        sd = 0.1 * scale
-        found = multistart_shooting(self.ode, observations, filt.transforms, theta, states,
-                                    self.t0, t_last, scale, sd,
-                                    iterations=SEARCH_ITERATIONS, steps=8,
-                                    known=self.known or None)
-        return found.theta, found.x0, found.cost
+        """The exact ODE's search over starts (:func:`~pyro_pidkl.statespace.search.search`):
+        ``(theta (S', P), x0 (S', C), cost (S',))``, best first."""
+        from .search import search
+        return search(self, loose)
 
     def fit(self):
         """Fit (module docstring of :mod:`~pyro_pidkl.statespace.fit`): the loose stage of
@@ -378,86 +304,10 @@ class StateSpaceGP(PyroModule):
             return fallback
         return torch.as_tensor(traj[0].T) / filt.scale
 
-    def adequacy(self, most=EVIDENCE_DATA):
-        r"""Whether the data and the ODE agree, judged on the ODE's exact trajectory with the
-        fitted coefficients and initial state (integrated by LSODA): its profiled Gaussian
-        log-likelihood of each output's data against the best SE-ARD GP of those data alone
-        (centred, in the same units; :func:`~pyro_pidkl.gp.data_fit.fit_data_only`), summed,
-        as the conditioned GPs' :meth:`adequacy` judges theirs. Below :math:`-\log 100`
-        (:data:`~pyro_pidkl.diagnostics.adequacy.EVIDENCE_TOL`) the data contradict the
-        ODE, or the fit ended in a wrong optimum. Not the solver's own
-        :math:`\log p(y \mid o = 0)`: its calibrated diffusion grows with the ODE's misfit
-        and loosens the prior until a wrong ODE explains the data as a smooth GP does (a
-        random forced oscillator fitted at c = 52 against the truth's 0.23 passed that
-        test). Past ``most`` data, the exact trajectory's residual scale against the data's
-        own noise instead (:meth:`_difference_check`); a trajectory that cannot be
-        integrated over the data disagrees.
-
-        :returns: ``{"evidence_ratio", "noise_ratio", "agree"}`` (one of the ratios
-            ``None``), or ``None`` (an output with under three data)."""
-        from ..diagnostics.adequacy import EVIDENCE_TOL
-        from ..gp.data_fit import fit_data_only
-        filt = self.filter
-        if self.result is None:
-            raise RuntimeError("Expected a fitted model: call pk.fit(model) first")
-        residuals = self._exact_residuals()
-        if residuals is None:
-            return {"evidence_ratio": -math.inf, "noise_ratio": None, "agree": False}
-        if sum(len(t) for t, _ in self.observations) > most:
-            return self._difference_check(residuals)
-        ratio = 0.0
-        for c in filt.measured:
-            t, y = self.observations[c]
-            if len(t) < 3:
-                return None
-            U = torch.as_tensor((t - t.mean()) / max(float(t.std()), 1e-300))[:, None]
-            yc = torch.as_tensor((y - y.mean()) / float(filt.scale[c]))
-            found = fit_data_only(U, yc, lengthscale=[0.3, 1.0, 3.0])
-            if found is None:
-                return None
-            r = residuals[c] / float(filt.scale[c])
-            n = len(r)
-            exact = (-0.5 * n * math.log(max(float(np.mean(r ** 2)), 1e-300))
-                     - 0.5 * n * (1 + math.log(2 * math.pi)))
-            ratio += exact - found.log_likelihood
-        return {"evidence_ratio": ratio, "noise_ratio": None, "agree": ratio >= -EVIDENCE_TOL}
-
-    def _exact_residuals(self):
-        """Each output's data minus the ODE's exact trajectory with the fitted coefficients
-        and initial state (``{component: (n_c,)}``, user units), or ``None`` where it cannot
-        be integrated over the data."""
-        filt = self.filter
-        P, C = filt.P, filt.C
-        v = self.result.v
-        values = {n: t(torch.tensor(float(v[k]), dtype=torch.float64))
-                  for k, (n, t) in enumerate(filt.transforms)}
-        x0 = torch.as_tensor(v[P:P + C] * filt.scale.numpy())[None]
-        times = np.unique(np.concatenate([t for t, _ in self.observations if len(t)]))
-        traj = self.ode.integrate(self.t0, x0, times, values, max_evaluations=50000)
-        if traj is None:
-            return None
-        out = {}
-        for c in filt.measured:
-            t, y = self.observations[c]
-            out[c] = y - traj[0, c, np.searchsorted(times, t)]
-        return out
-
-    def _difference_check(self, residuals):
-        r"""Many data: the exact trajectory's residual scale of each measured output against
-        the noise its data show by themselves, :math:`\hat\sigma^2 = \sum_i (y_{i+1} -
-        y_i)^2 / (2 (n - 1))` (von Neumann's estimate, for data dense enough that the signal
-        moves little between neighbours): above :data:`DIFFERENCE_RATIO` times it the
-        trajectory misses the data. ``{"noise_ratio": float, "agree": bool}``."""
-        worst = 0.0
-        for c in self.filter.measured:
-            t, y = self.observations[c]
-            if len(t) < 3:
-                continue
-            alone = math.sqrt(float(np.sum(np.diff(y) ** 2)) / (2 * (len(y) - 1)))
-            fitted = math.sqrt(float(np.mean(residuals[c] ** 2)))
-            worst = max(worst, fitted / max(alone, 1e-300))
-        return {"noise_ratio": worst, "agree": worst <= DIFFERENCE_RATIO,
-                "evidence_ratio": None}
+    def adequacy(self, most=None):
+        """Whether the data and the ODE agree (:func:`~pyro_pidkl.statespace.adequacy.adequacy`)."""
+        from .adequacy import EVIDENCE_DATA, adequacy
+        return adequacy(self, EVIDENCE_DATA if most is None else most)
 
     def _smoothed(self):
         if self._out is None:
