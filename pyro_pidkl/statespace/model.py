@@ -28,6 +28,7 @@ from ..physics.scalar_ode import equation_ode
 from ..physics.system import EquationSystem
 from .fit import fit_ode_filter, laplace, smoothed_values
 from .ode_filter import ODEFilter
+from .prediction import parameter_variance
 
 __all__ = ["StateSpaceGP"]
 
@@ -381,59 +382,9 @@ class StateSpaceGP(PyroModule):
         mean = (E0 @ m[..., None])[..., 0] * filt.scale
         var = torch.diagonal(E0 @ P @ E0.T, dim1=-2, dim2=-1) * filt.scale ** 2
         if parameter_uncertainty:
-            var = var + self._parameter_variance(t_new)
+            var = var + parameter_variance(self, t_new)
         keep = [self.components.index(o) for o in self.outputs]
         mean, var = mean[:, keep], var[:, keep]
         if len(self.outputs) == 1 and not isinstance(self.equation, EquationSystem):
             return mean[:, 0], var[:, 0]
         return mean, var
-
-    def _prediction_covariance(self):
-        r"""The covariance of :math:`v` that predictions carry: the Laplace one with a weak
-        normal prior (sd :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD` in the
-        unconstrained space) on the coefficients and the initial state, so that a direction
-        the data leave free adds a large but finite share instead of an infinite or a
-        dropped one (negative curvature, where the fit ended on a saddle of such directions,
-        counted as none); a held initial value adds none."""
-        from ..infer.laplace import IDENTIFIED_PRIOR_SD
-        H = self.result.hessian
-        P, C = self.filter.P, self.filter.C
-        if H is None or not np.isfinite(H).all():
-            return np.zeros_like(self.result.cov)
-        n = sum(len(t) for t, _ in self.observations)
-        p = P + C - len(self.known)
-        H = H * ((n - p) / n if n > p else 1.0)       # the n / (n - p) of the intervals
-        # a fit that stopped on a ridge or a saddle of the free directions: their curvature
-        # counted as none (the prior bounds them)
-        lam, V = np.linalg.eigh(H)
-        H = (V * np.clip(lam, 0.0, None)) @ V.T
-        prior = np.zeros(len(H))
-        prior[:P + C] = 1.0 / IDENTIFIED_PRIOR_SD ** 2
-        free = [k for k in range(len(H)) if k - P not in self.known]
-        cov = np.zeros_like(H)
-        try:
-            cov[np.ix_(free, free)] = np.linalg.inv(H[np.ix_(free, free)]
-                                                    + np.diag(prior[free]))
-        except np.linalg.LinAlgError:
-            return np.zeros_like(H)
-        return cov
-
-    def _parameter_variance(self, t_new):
-        cov = self._prediction_covariance()
-        v = self.result.v
-        J = []
-        for k in range(len(v)):
-            if cov[k, k] <= 0:
-                J.append(torch.zeros(len(t_new), self.filter.C, dtype=torch.float64))
-                continue
-            h = 1e-4 * max(1.0, math.sqrt(cov[k, k]))
-            cols = []
-            for sign in (1, -1):
-                w = v.copy()
-                w[k] += sign * h
-                _, out = smoothed_values(self.filter, w, self.result.u_star)
-                m, _ = self.filter.predict(out, t_new)
-                cols.append((self.filter.E0 @ m[..., None])[..., 0])
-            J.append((cols[0] - cols[1]) / (2 * h) * self.filter.scale)
-        J = torch.stack(J, -1)                                             # (T, C, V)
-        return torch.einsum("tcv,vw,tcw->tc", J, torch.as_tensor(cov), J).clamp(min=0.0)
