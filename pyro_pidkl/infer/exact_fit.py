@@ -41,7 +41,7 @@ from .laplace import IDENTIFIED_PRIOR_SD, IDENTIFIED_SHRINK
 from .multistart import multistart_shooting, start_design
 from .shooting import _Shooting, fit_by_shooting
 
-__all__ = ["ExactFit", "fit_exact", "trajectory_nll"]
+__all__ = ["ExactFit", "fit_exact", "normal_intervals", "trajectory_nll"]
 
 
 @dataclass
@@ -81,25 +81,13 @@ class ExactFit:
 
     def intervals(self, prob=0.9):
         r"""Central ``prob`` intervals ``{name: {"value", "lower", "upper", "sd",
-        "identified"}}`` (as :func:`~pyro_pidkl.infer.laplace.coefficient_intervals`):
-        ``identified`` where the unconstrained standard deviation is below
-        :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_SHRINK` times
-        :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD`."""
-        from scipy import stats
-        z = float(stats.norm.ppf(0.5 + prob / 2))
-        out = {}
+        "identified"}}`` (:func:`normal_intervals`): ``identified`` where the unconstrained
+        standard deviation is below :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_SHRINK`
+        times :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD`."""
+        sd = self.theta_sd()
         known = self.identified if self.identified is not None else \
-            self.theta_sd() < IDENTIFIED_SHRINK * IDENTIFIED_PRIOR_SD
-        for n, t, v, s, ok in zip(self.names, self.transforms, self.theta, self.theta_sd(),
-                                  known):
-            u = torch.tensor(float(v), dtype=torch.float64)
-            lo = float(t(u - z * s)) if math.isfinite(s) else float(t(torch.tensor(-1e300)))
-            hi = float(t(u + z * s)) if math.isfinite(s) else float(t(torch.tensor(1e300)))
-            slope = float(t.log_abs_det_jacobian(u, t(u)).exp())
-            out[n] = {"value": float(t(u)), "lower": min(lo, hi), "upper": max(lo, hi),
-                      "sd": float(abs(slope) * s),
-                      "identified": bool(ok)}
-        return out
+            sd < IDENTIFIED_SHRINK * IDENTIFIED_PRIOR_SD
+        return normal_intervals(self.names, self.transforms, self.theta, sd, known, prob)
 
     def predict(self, ode, t_eval):
         """The fitted trajectory ``(C, T)`` at increasing times ``t_eval`` at or after ``t0``
@@ -109,6 +97,27 @@ class ExactFit:
         traj = ode.integrate(self.t0, torch.as_tensor(self.x0)[None], np.asarray(t_eval),
                              values, max_evaluations=20000)
         return None if traj is None else traj[0]
+
+
+def normal_intervals(names, transforms, theta, sd, identified, prob=0.9):
+    r"""Central ``prob`` intervals of coefficients with unconstrained values ``theta`` and
+    standard deviations ``sd`` (``inf`` where free): the normal interval in each one's
+    unconstrained space mapped through its ``transform`` (as
+    :func:`~pyro_pidkl.infer.laplace.coefficient_intervals`), ``sd`` in the coefficient's
+    units by the delta method. Returns ``{name: {"value", "lower", "upper", "sd",
+    "identified"}}``."""
+    z = float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2,
+                                                                     dtype=torch.float64)))
+    out = {}
+    for n, t, v, s, ok in zip(names, transforms, theta, sd, identified):
+        u = torch.tensor(float(v), dtype=torch.float64)
+        s = float(s)
+        lo = float(t(u - z * s)) if math.isfinite(s) else float(t(torch.tensor(-1e300)))
+        hi = float(t(u + z * s)) if math.isfinite(s) else float(t(torch.tensor(1e300)))
+        slope = float(t.log_abs_det_jacobian(u, t(u)).exp())
+        out[n] = {"value": float(t(u)), "lower": min(lo, hi), "upper": max(lo, hi),
+                  "sd": float(abs(slope) * s), "identified": bool(ok)}
+    return out
 
 
 class _WithValues:

@@ -31,8 +31,8 @@ import torch
 
 from .deviance import count_likelihoods, data_nll, data_residuals, residual_scales
 
-__all__ = ["EXTRA_SHIFT", "LOG_RANGE", "MultistartResult", "default_starts", "extra_shift",
-           "multistart_shooting", "start_design"]
+__all__ = ["EXTRA_SHIFT", "LOG_RANGE", "MultistartResult", "default_starts",
+           "design_half_width", "extra_shift", "multistart_shooting", "start_design"]
 
 
 @dataclass
@@ -56,6 +56,14 @@ class MultistartResult:
 #: half-width of the design in a bounded coefficient's unconstrained space (a factor of a
 #: thousand either way for a positive one)
 LOG_RANGE = math.log(1000.0)
+
+
+def design_half_width(transform, u0):
+    r"""Half-width of the design around a coefficient's unconstrained start ``u0``:
+    :data:`LOG_RANGE` for a bounded coefficient (a factor of a thousand either way for a
+    positive one), :math:`3 \max(1, |u_0|)` for an unconstrained one."""
+    identity = isinstance(transform, torch.distributions.ComposeTransform) and not transform.parts
+    return 3.0 * max(1.0, abs(float(u0))) if identity else LOG_RANGE
 
 
 def default_starts(num_coefficients, num_hidden):

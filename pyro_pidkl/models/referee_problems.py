@@ -37,7 +37,8 @@ def equation_problem(model):
     """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.PhysicsConditionedGP`
     (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
     from ..physics.scalar_ode import equation_ode
-    from .system_starts import LOG_RANGE, _design_box
+    from ..infer.multistart import LOG_RANGE
+    from .system_starts import _design_box
     if (model.input_dim != 1 or model.source_kind == "gp" or model.conditions
             or model.X.shape[0] < 3 or len(model._coefficients()) != len(
                 [s for s in model.equation.specs.values() if not s.fixed])):

@@ -25,7 +25,8 @@ matching's answer alone (``multistart=0``), which is its first start.
 import numpy as np
 import torch
 
-from ..infer.multistart import LOG_RANGE, default_starts, multistart_shooting, start_design
+from ..infer.multistart import (default_starts, design_half_width,
+                                multistart_shooting, start_design)
 from ..infer.shooting import default_segments, fit_by_shooting
 
 __all__ = ["default_starts", "shoot_from_many_starts"]
@@ -38,9 +39,7 @@ def _design_box(model):
         transform = torch.distributions.transform_to(spec.constraint)
         u0 = float(transform.inv(spec.init))
         centre.append(u0)
-        identity = isinstance(transform, torch.distributions.ComposeTransform) \
-            and not transform.parts
-        half.append(3.0 * max(1.0, abs(u0)) if identity else LOG_RANGE)
+        half.append(design_half_width(transform, u0))
     return np.array(centre), np.array(half)
 
 

@@ -353,18 +353,13 @@ class StateSpaceGP(PyroModule):
         coefficient's unconstrained space mapped through its constraint (as the conditioned
         GPs'); ``identified`` where the unconstrained standard deviation is finite and below
         1."""
-        z = float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + prob / 2)))
-        out = {}
-        for k, (n, t) in enumerate(self.filter.transforms):
-            u = torch.tensor(float(self.result.v[k]), dtype=torch.float64)
-            var = float(self.result.cov[k, k])
-            s = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.inf
-            lo = float(t(u - z * s)) if math.isfinite(s) else float(t(torch.tensor(-1e300)))
-            hi = float(t(u + z * s)) if math.isfinite(s) else float(t(torch.tensor(1e300)))
-            slope = float(t.log_abs_det_jacobian(u, t(u)).exp())
-            out[n] = {"value": float(t(u)), "lower": min(lo, hi), "upper": max(lo, hi),
-                      "sd": abs(slope) * s, "identified": bool(s < 1.0)}
-        return out
+        from ..infer.exact_fit import normal_intervals
+        P = self.filter.P
+        var = np.diag(self.result.cov)[:P]
+        sd = np.where(np.isfinite(var) & (var >= 0), np.sqrt(np.abs(var)), np.inf)
+        names = [n for n, _ in self.filter.transforms]
+        return normal_intervals(names, [t for _, t in self.filter.transforms],
+                                self.result.v[:P], sd, sd < 1.0, prob)
 
     def forward(self, t_new, parameter_uncertainty=True):
         r"""Posterior means and variances of the outputs at times ``t_new`` ``(T,)`` or

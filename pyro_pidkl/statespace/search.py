@@ -36,7 +36,7 @@ def search(model, loose=None):
     one), the initial states of components nobody measured over their guess
     :math:`\pm 3` of their scale. Returns ``(theta (S', P), x0 (S', C), cost (S',))``,
     best first."""
-    from ..infer.multistart import (LOG_RANGE, default_starts, multistart_shooting,
+    from ..infer.multistart import (default_starts, design_half_width, multistart_shooting,
                                     start_design)
     from ..infer.shooting import default_segments
     filt = model.filter
@@ -44,10 +44,7 @@ def search(model, loose=None):
     P, C = filt.P, filt.C
     scale = filt.scale.numpy()
     hidden = [c for c in range(C) if c not in filt.measured and c not in model.known]
-    half = []
-    for n, t in filt.transforms:
-        identity = isinstance(t, torch.distributions.ComposeTransform) and not t.parts
-        half.append(3.0 * max(1.0, abs(v0[len(half)])) if identity else LOG_RANGE)
+    half = [design_half_width(t, v0[k]) for k, (_, t) in enumerate(filt.transforms)]
     x0 = v0[P:P + C] * scale
     starts = model.starts if model.starts is not None else (
         DEFAULT_STARTS or default_starts(P, len(hidden)))
