@@ -103,7 +103,7 @@ def _scan(elements, combine, reverse=False):
     batched steps, ``N log2 N`` combinations); beyond, pairs combined, the half scanned,
     the other half filled in (Blelloch 1990, as ``jax.lax.associative_scan``: ``2 log2 N``
     steps, ``2 N`` combinations: batched products of small matrices cost by the matrix, so
-    the work counts; 2-3x faster at 70-1000 nodes, ``benchmarks/statespace_speed.py``)."""
+    the work counts)."""
     if reverse:
         flipped = tuple(e.flip(0) for e in elements)
         out = _scan(flipped, lambda a, b: combine(b, a))

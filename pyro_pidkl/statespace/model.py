@@ -68,8 +68,9 @@ class StateSpaceGP(PyroModule):
     :param int nodes: uniform nodes over the span, besides the data's times (default
         ``max(100, 2 n)``, at most 4000).
     :param int order: the prior's order :math:`q` (each output's state holds :math:`q`
-        derivatives; 3 by default: on a random forced oscillator at 100 nodes, order 2 put
-        the damping 8% below the exact fit's, order 3 within 0.2%).
+        derivatives; 3 by default: in a trial on seed 15's problem 4 of
+        ``benchmarks/random_odes.py``, a forced oscillator at 100 nodes, order 2 put the
+        damping 8% below the exact fit's, order 3 within 0.2%).
     :param dict known: ``{output: value}``: initial values known at the span's start (held).
     :param dict scales: ``{output: size}`` or ``{output: (loc, size)}``: a component's
         typical size (default: its data's spread; 1 for one nobody measured) and, for one
