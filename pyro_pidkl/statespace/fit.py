@@ -84,9 +84,12 @@ def fit_ode_filter(filt, v0, u_star, floors=(1e4, 1e2, 1.0), relinearise=6, tol=
     v = np.asarray(v0, dtype=float).copy()
     u_star = torch.as_tensor(u_star, dtype=torch.float64)
     counter = [0]
-    # two refreshes at the start: the first point is the data (and zeros where none)
-    _, out = smoothed_values(filt, v, u_star)
-    base = float(out["calibrated"])
+    # the floors are multiples of the diffusion calibrated at the start (no smoothing needed)
+    out, base = None, None
+    if floors:
+        with torch.no_grad():
+            out = filt.evidence(torch.as_tensor(v, dtype=torch.float64), u_star)
+        base = float(out["calibrated"])
     stages = []
     for floor in [base * f for f in floors] + ([0.0] if final else []):
         if floor and floor <= float(out["calibrated"]):
