@@ -61,6 +61,53 @@ def test_a_trajectory_that_blows_up_leaves_the_others_in_its_batch_alone():
     assert not bool(torch.isfinite(traj[2, 0, 1]))
 
 
+def test_uniform_steps_with_hermite_output_are_fourth_order_at_any_time():
+    # x'' = -omega^2 x from (1, 0): cos(omega t), read at times off the steps' grid
+    ode = explicit_ode(EquationSystem(damped, outputs=("x", "v"), inputs=("t",),
+                                      omega=1.0, zeta=0.1))
+    omega = torch.tensor([0.5, 1.0, 2.0], dtype=D)
+    values = {"omega": omega, "zeta": torch.zeros(3, dtype=D)}
+    t = np.array([0.0, 0.37, 1.234, 2.5, 4.9, 6.0])
+    want = np.cos(omega.numpy()[:, None] * t)
+    errors = []
+    for steps in (60, 120):
+        traj = ode.integrate_uniform(torch.tensor([[1.0, 0.0]] * 3, dtype=D), t, values,
+                                     steps=steps)
+        assert traj.shape == (3, 2, 6)
+        errors.append(float((traj[:, 0] - torch.as_tensor(want)).abs().max()))
+    assert errors[1] < 2e-5
+    assert 10.0 < errors[0] / errors[1] < 24.0          # h^4: 16 for half the step
+    # at the steps' nodes it is the fixed-step integrator's value
+    fixed = ode.integrate_fixed(torch.tensor([[1.0, 0.0]] * 3, dtype=D), np.array([3.0, 6.0]),
+                                values, max_step=0.1)
+    nodes = ode.integrate_uniform(torch.tensor([[1.0, 0.0]] * 3, dtype=D),
+                                  np.array([3.0, 6.0]), values, steps=60)
+    assert torch.allclose(fixed, nodes, rtol=0, atol=1e-12)
+
+
+def test_the_search_jacobian_by_segments_equals_plain_finite_differences():
+    from pyro_pidkl.infer.multistart import _Batch
+    ode = explicit_ode(EquationSystem(damped, outputs=("x", "v"), inputs=("t",),
+                                      omega=1.0, zeta=0.1))
+    t = np.linspace(0.0, 6.0, 25)
+    obs = [(t, np.cos(t)), (np.zeros(0), np.zeros(0))]
+    g = torch.Generator().manual_seed(1)
+    for K, known in ((1, {}), (4, {}), (4, {1: 0.0})):
+        batch = _Batch(ode, obs, [("omega", POSITIVE), ("zeta", POSITIVE)], 0.0, 6.0, K,
+                       np.array([0.7, 1.0]), np.array([0.1, 0.1]), 8)
+        batch.weight, batch.known = 10.0, known
+        batch.prior = (torch.zeros(2, dtype=D), 3 * torch.ones(2, dtype=D))
+        V = 0.5 * torch.randn(5, 2 + 2 * K, generator=g, dtype=D)
+        r = batch(V)
+        h = 1e-6 * V.abs().clamp(min=1.0)
+        cols = V[:, None, :] + torch.diag_embed(h)
+        plain = ((batch(cols.reshape(-1, V.shape[1])).reshape(5, V.shape[1], -1)
+                  - r[:, None, :]) / h[:, :, None]).transpose(1, 2)
+        J = batch.jacobian(V, r, h)
+        assert float(plain.abs().max()) > 1.0
+        assert torch.allclose(J, plain, rtol=0, atol=1e-9)
+
+
 def test_start_design_keeps_its_centre_first_and_stays_in_the_box():
     d = start_design([1.0, -2.0], [0.5, 3.0], 20, seed=3)
     assert d.shape == (20, 2) and np.allclose(d[0], [1.0, -2.0])

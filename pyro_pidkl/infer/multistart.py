@@ -10,7 +10,7 @@ unmeasured outputs over their prior's range, are each fitted by multiple shootin
 (Bock 1981: ``K`` segments, each from its own state, the measured outputs' states started
 at the data) and then single shooting, by Levenberg-Marquardt, **all at once**: every
 start's residuals and finite-difference Jacobian columns are trajectories of one batch,
-integrated by fixed-step Runge-Kutta (:meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate_fixed`),
+integrated by fixed-step Runge-Kutta (:meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate_uniform`),
 so that a Jacobian of thirty-two starts costs one pass of the integrator over a few
 thousand trajectories. A start whose trajectory blows up is dropped. The starts are
 ranked on the profiled negative log-likelihood of their single-shooting trajectories,
@@ -125,36 +125,112 @@ class _Batch:
         self.obs_k = torch.tensor([r[1] for r in rows], dtype=torch.long)
         self.obs_j = torch.tensor([where[r[2]] for r in rows], dtype=torch.long)
         self.obs_y = torch.tensor([r[3] for r in rows], dtype=torch.float64)
-        self.max_step = delta / steps
+        self.steps = steps
         self.weight = 0.0
         self.prior = None             # (loc, sd) of a normal prior on the coefficients
         self.known = {}               # {component: value}: known initial states
 
-    def __call__(self, V):
-        """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``; a row with a
-        failed trajectory is ``nan``."""
-        B, K, C, P = V.shape[0], self.K, self.C, self.P
-        values = {n: t(V[:, i]).repeat_interleave(K) for i, (n, t) in enumerate(self.transforms)}
-        S = V[:, P:].reshape(B, K, C)
+    def _states(self, V):
+        """Each row's segment states ``(B, K, C)`` (scaled), known initial states held."""
+        S = V[:, self.P:].reshape(V.shape[0], self.K, self.C)
         if self.known:                      # known initial states: held, whatever V says
             S = S.clone()
             for c, value in self.known.items():
                 S[:, 0, c] = value / self.scale[c]
-        x = (S * self.scale).reshape(B * K, C)
-        offset = torch.as_tensor(np.tile(self.edges[:K], B))
-        traj = self.ode.integrate_fixed(x, self.local, values, offset, self.max_step)
-        traj = traj.reshape(B, K, C, -1)
-        fit = traj[:, self.obs_k, self.obs_c, self.obs_j]
-        out = [data_residuals(self.obs_y, fit, self.obs_c, self.sd, self.counts)]
-        if K > 1:
-            ends = traj[:, :-1, :, -1] / self.scale
-            out.append((self.weight * (ends - S[:, 1:])).reshape(B, -1))
+        return S
+
+    def _integrate(self, parts):
+        """Trajectories on the local grid, one batch for every part: ``parts`` is a list of
+        ``(V (b, n), S (b, J, C) scaled states, segments (J,) or (b J,))``, each row's
+        ``J`` segments integrated with its coefficients from their left ends' times;
+        returns ``[(b, J, C, T)]``."""
+        xs, offsets, values = [], [], {n: [] for n, _ in self.transforms}
+        for V, S, segments in parts:
+            J = S.shape[1]
+            xs.append((S * self.scale).reshape(-1, self.C))
+            segments = np.asarray(segments)
+            offsets.append(self.edges[segments if segments.size == len(xs[-1])
+                                      else np.tile(segments, V.shape[0])])
+            for i, (n, t) in enumerate(self.transforms):
+                values[n].append(t(V[:, i]).repeat_interleave(J))
+        traj = self.ode.integrate_uniform(
+            torch.cat(xs), self.local, {n: torch.cat(v) for n, v in values.items()},
+            torch.as_tensor(np.concatenate(offsets)), self.steps)
+        out, at = [], 0
+        for (V, S, segments), x in zip(parts, xs):
+            out.append(traj[at:at + len(x)].reshape(V.shape[0], S.shape[1], self.C, -1))
+            at += len(x)
+        return out
+
+    def _residuals(self, V, S, fit, ends):
+        """Residuals ``(..., R)`` from the data's fits ``fit`` ``(..., N)`` and the
+        segments' scaled end states ``ends`` ``(..., K - 1, C)``, ``S`` the states and
+        ``V`` ``(..., n)`` the parameters they came from."""
+        lead = fit.shape[:-1]
+        out = [data_residuals(self.obs_y, fit.reshape(-1, fit.shape[-1]), self.obs_c,
+                              self.sd, self.counts).reshape(*lead, -1)]
+        if self.K > 1:
+            out.append((self.weight * (ends - S[..., 1:, :])).reshape(*lead, -1))
         if self.prior is not None:
-            out.append((V[:, :P] - self.prior[0]) / self.prior[1])
-        r = torch.cat(out, 1)
-        bad = ~torch.isfinite(r).all(1)
-        r[bad] = float("nan")
+            out.append(((V[..., :self.P] - self.prior[0]) / self.prior[1]).expand(*lead, -1))
+        r = torch.cat(out, -1)
+        r[~torch.isfinite(r).all(-1)] = float("nan")
         return r
+
+    def __call__(self, V):
+        """Residuals ``(B, R)`` of parameter vectors ``V`` ``(B, P + K C)``; a row with a
+        failed trajectory is ``nan``."""
+        S = self._states(V)
+        traj, = self._integrate([(V, S, np.arange(self.K))])
+        return self._from_trajectories(V, S, traj)
+
+    def _from_trajectories(self, V, S, traj):
+        fit = traj[:, self.obs_k, self.obs_c, self.obs_j]
+        return self._residuals(V, S, fit, traj[:, :-1, :, -1] / self.scale)
+
+    def jacobian(self, V, r, h):
+        r"""Forward-difference Jacobians ``(B, R, n)`` of the residuals at ``V`` ``(B, n)``
+        (``r`` their values, ``h`` ``(B, n)`` the steps). A segment's state moves only
+        that segment's trajectory: its columns integrate one segment each (``K C``
+        one-segment trajectories per row, one pass), not the whole batch of segments once
+        per column (``K C`` passes); a coefficient's columns integrate every segment."""
+        B, K, C, P = V.shape[0], self.K, self.C, self.P
+        n = V.shape[1]
+        S = self._states(V)                                                 # (B, K, C)
+        cols = (V[:, None, :] + torch.diag_embed(h)[:, :P, :]).reshape(-1, n)  # (B P, n)
+        # every (segment k, component c) moved alone: its moved states (B, K, Cm, C)
+        hs = h[:, P:].reshape(B, K, C)
+        moved = S[:, :, None, :] + torch.diag_embed(hs)
+        for c in self.known:                # a held initial state does not move
+            moved[:, 0, c, c] = S[:, 0, c]
+        # one batch: the coefficients' columns (every segment), the base, and one segment
+        # per moved state at its own segment's offset
+        seg = np.tile(np.repeat(np.arange(K), C), B)
+        tc, traj, pert = self._integrate([
+            (cols, self._states(cols), np.arange(K)), (V, S, np.arange(K)),
+            (V.repeat_interleave(K * C, 0), moved.reshape(B * K * C, 1, C), seg)])
+        J = torch.empty(B, r.shape[1], n, dtype=V.dtype)
+        if P:
+            rc = self._from_trajectories(cols, self._states(cols), tc).reshape(B, P, -1)
+            J[:, :, :P] = ((rc - r[:, None, :]) / h[:, :P, None]).transpose(1, 2)
+        pert = pert.reshape(B, K, C, C, -1)                                # (B, k, cm, C, T)
+        base_fit = traj[:, self.obs_k, self.obs_c, self.obs_j]              # (B, N)
+        # (the advanced indices are apart: numpy puts their dimension first, (N, B, Cm))
+        moved_fit = pert[:, self.obs_k, :, self.obs_c, self.obs_j].permute(1, 2, 0)
+        inside = self.obs_k[None, :] == torch.arange(K)[:, None]           # (K, N)
+        fit = torch.where(inside[None, :, None, :], moved_fit[:, None],
+                          base_fit[:, None, None, :])                       # (B, K, Cm, N)
+        ends = (traj[:, :-1, :, -1] / self.scale)[:, None, None].repeat(1, K, C, 1, 1)
+        if K > 1:
+            k = torch.arange(K - 1)
+            ends[:, k, :, k, :] = (pert[:, :-1, :, :, -1] / self.scale).permute(1, 0, 2, 3)
+        Sm = S[:, None, None].repeat(1, K, C, 1, 1)                         # (B, K, Cm, K, C)
+        kk = torch.arange(K)
+        Sm[:, kk, :, kk, :] = moved.permute(1, 0, 2, 3)
+        rc = self._residuals(V[:, None, None, :], Sm, fit, ends)            # (B, K, Cm, R)
+        J[:, :, P:] = ((rc.reshape(B, K * C, -1) - r[:, None, :])
+                       / h[:, P:, None]).transpose(1, 2)
+        return J
 
     def profiled(self, r):
         """:math:`\\sum_c (n_c/2) \\log \\overline{r_c^2}` ``(B,)`` in data units from
@@ -184,9 +260,12 @@ def _levenberg_marquardt(residuals, V, iterations, tol=1e-8):
         idx = torch.nonzero(stale & active).flatten()
         if idx.numel():
             h = 1e-6 * V[idx].abs().clamp(min=1.0)                       # (b, n)
-            cols = V[idx][:, None, :] + torch.diag_embed(h)               # (b, n, n)
-            rc = residuals(cols.reshape(-1, n)).reshape(idx.numel(), n, -1)
-            J[idx] = ((rc - r[idx][:, None, :]) / h[:, :, None]).transpose(1, 2)
+            if hasattr(residuals, "jacobian"):
+                J[idx] = residuals.jacobian(V[idx], r[idx], h)
+            else:
+                cols = V[idx][:, None, :] + torch.diag_embed(h)           # (b, n, n)
+                rc = residuals(cols.reshape(-1, n)).reshape(idx.numel(), n, -1)
+                J[idx] = ((rc - r[idx][:, None, :]) / h[:, :, None]).transpose(1, 2)
             bad = ~torch.isfinite(J[idx]).all(2).all(1)
             active[idx[bad]] = False
         ia = torch.nonzero(active).flatten()

@@ -68,12 +68,18 @@ def fit_threads(model, threads="auto"):
 
 @contextlib.contextmanager
 def torch_threads(n):
-    """Run the block with ``n`` torch threads (``None``: as set), then put the count back."""
+    """Run the block with ``n`` torch threads (``None``: as set), and as many threads of
+    the BLAS that numpy and scipy call (``threadpoolctl``: OpenBLAS otherwise keeps a
+    thread per core spinning after each call, which doubled a two-core machine's CPU time
+    of a state-space fit, ``benchmarks/statespace_speed.py``), then put both back."""
+    from threadpoolctl import threadpool_limits
     before = torch.get_num_threads()
     if n is not None and n != before:
         torch.set_num_threads(n)
     try:
-        yield
+        with (threadpool_limits(limits=n, user_api="blas") if n is not None
+              else contextlib.nullcontext()):
+            yield
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
