@@ -3,7 +3,12 @@ defaults against PI-DKL on the system (where every component is observed) and SK
 fitted to each observed component alone.
 
 The state-space solver (``statespace``, ``pk.StateSpaceGP``: the ODEs only) runs beside
-them with the same data, domain and scales.
+them with the same data, domain and scales; ``statespace_nuts`` (asked for by name) draws its
+parameters by NUTS on its O(N) likelihood after the fit (2 chains of ``--draws`` warm-up and
+kept draws each), to run beside NumPyro's NUTS on the exact ODE:
+
+    PIDKL_PEER_PYTHON=~/peer/bin/python python benchmarks/systems.py --problems sir \
+        --methods statespace_nuts,numpyro --seeds 0 --draws 500
 
 Problems (:mod:`pyro_pidkl.datasets.systems`, truth from scipy, coefficients started at a
 generic guess, seeds 0-2): FitzHugh-Nagumo (a, b, c; both components observed), Hes1 on
@@ -44,6 +49,7 @@ import records  # noqa: E402
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
 METHODS = ("system", "statespace", "pidkl", "skl", "dkl", "numpyro", "magi")
+# not run by default (minutes): "statespace_nuts", NUTS on the state-space likelihood
 
 
 def run(name, method, seed):
@@ -55,7 +61,7 @@ def run(name, method, seed):
     outputs = p.system.outputs
     out = {"outputs": {}, "coefficients": {}}
     t0 = time.perf_counter()
-    if method in ("system", "statespace"):
+    if method in ("system", "statespace", "statespace_nuts"):
         if method == "system":
             model = pk.ConditionedSystemGP(p.system, p.data, input_names=p.input_names,
                                            domain=p.domain, scales=p.scales)
@@ -69,8 +75,22 @@ def run(name, method, seed):
             warnings.simplefilter("always")
             out["fit_s"] = pk.fit(model, progress=False, seed=seed).seconds
             intervals = model.coefficient_intervals(0.95)
-            mean_test, var_test = model(p.test)
-            mean_grid, var_grid = model(p.grid)
+            if method == "statespace_nuts":      # NUTS on the solver's O(N) likelihood
+                draws = model.sample(num_warmup=DRAWS, num_samples=DRAWS, num_chains=2,
+                                     seed=seed, progress=False)
+                summary_ = draws.summary(0.95)
+                intervals = {n: {"value": summary_[n]["mean"], "lower": summary_[n]["lower"],
+                                 "upper": summary_[n]["upper"], "identified": True}
+                             for n in intervals}
+                out.update(sampler_s=draws.seconds, settings={
+                    "warmup": DRAWS, "samples": DRAWS, "chains": 2},
+                    r_hat_max=max(v["r_hat"] for v in summary_.values()),
+                    divergences=sum(len(v) for v in draws.diagnostics["divergences"].values()))
+                mean_test, var_test = draws.predict(p.test)
+                mean_grid, var_grid = draws.predict(p.grid)
+            else:
+                mean_test, var_test = model(p.test)
+                mean_grid, var_grid = model(p.grid)
         out["warnings"] = sorted({str(w.message).split(":")[0][:80] for w in caught})
         for n, v in intervals.items():
             true = p.coefficients[n]
@@ -132,7 +152,7 @@ def run(name, method, seed):
                 "observed": True,
                 "rmse": pk.rmse(mean_test[:, c], truth_test[:, c]),
                 "coverage95": pk.coverage(mean_test[:, c], var_test[:, c], truth_test[:, c])}
-        elif method in ("system", "statespace", "numpyro"):
+        elif method in ("system", "statespace", "statespace_nuts", "numpyro"):
             rng = float(truth_grid[:, c].max() - truth_grid[:, c].min())
             rmse = pk.rmse(mean_grid[:, c], truth_grid[:, c])
             out["outputs"][o] = {
@@ -142,7 +162,12 @@ def run(name, method, seed):
     return out
 
 
-def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
+#: NUTS draws per chain, warm-up and kept each (NumPyro's peer and ``statespace_nuts``;
+#: ``--draws``)
+DRAWS = 1000
+
+
+def run_peer(p, seed, warmup=None, samples=None, chains=2):
     """NumPyro's NUTS on the exact ODE likelihood of problem ``p``
     (``benchmarks/peers/numpyro_ode.py``, run by ``PIDKL_PEER_PYTHON``): its JSON answer, or
     ``{"refused": why}``."""
@@ -162,7 +187,8 @@ def run_peer(p, seed, warmup=1000, samples=1000, chains=2):
             "hidden": {o: list((p.scales or {}).get(o, (0.0, 1.0)))
                        for o in p.system.outputs if o not in p.data},
             "t0": t0, "predict": p.test[:, 0].tolist() + p.grid[:, 0].tolist(),
-            "seed": seed, "warmup": warmup, "samples": samples, "chains": chains,
+            "seed": seed, "warmup": warmup or DRAWS, "samples": samples or DRAWS,
+            "chains": chains,
             # the reference posterior in the truth's basin: chains start at the truth
             "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
                      **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
@@ -337,7 +363,11 @@ def main(argv=None):
     p.add_argument("--problems", default=",".join(PROBLEMS))
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seeds", default="0-2")
+    p.add_argument("--draws", type=int, default=DRAWS,
+                   help="NUTS warm-up and kept draws per chain (numpyro, statespace_nuts)")
     args = p.parse_args(argv)
+    global DRAWS
+    DRAWS = args.draws
     methods = args.methods.split(",")
     if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON") and not args.summary:
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")

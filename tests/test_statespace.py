@@ -283,3 +283,60 @@ def test_a_fitted_model_saves_and_loads(tmp_path):
     mean2, var2 = again(t)
     assert torch.allclose(mean, mean2, atol=1e-10) and torch.allclose(var, var2, rtol=1e-8)
     assert again.coefficient_intervals(0.9) == model.coefficient_intervals(0.9)
+
+
+def _decay_data(n=25, seed=3):
+    t = np.linspace(0.0, 3.0, n)
+    rng = np.random.default_rng(seed)
+    return t, 2.0 * np.exp(-1.2 * t) + 0.05 * rng.standard_normal(n)
+
+
+def _decay_model(t, y, **kw):
+    eq = Equation(lambda f, x, a: f.d("t") + a * f, inputs=("t",), a=Parameter(1.0))
+    model = pk.StateSpaceGP(eq, (torch.as_tensor(t), torch.as_tensor(y)), **kw)
+    pk.fit(model, progress=False)
+    return model
+
+
+def test_nuts_draws_hold_what_they_drew_and_leave_the_fit_as_it_was():
+    t, y = _decay_data()
+    model = _decay_model(t, y, starts=0)
+    before = model(torch.tensor([0.5, 2.0], dtype=DT))
+    draws = pk.sample_coefficients(model, num_warmup=8, num_samples=8, num_chains=2,
+                                   progress=False)
+    assert list(draws.samples) == ["a", "x0.f", "noise.f"]
+    assert draws.unconstrained.shape == (16, 3) and bool((draws.samples["a"] > 0).all())
+    assert set(draws.summary()) == {"a", "x0.f", "noise.f"}
+    mean, var = draws.predict(torch.tensor([0.5, 2.0], dtype=DT), num_draws=4)
+    assert mean.shape == (2,) and bool((var > 0).all())
+    after = model(torch.tensor([0.5, 2.0], dtype=DT))
+    assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])
+    assert model.equation_parameters()["a"] == pytest.approx(
+        float(torch.exp(torch.tensor(model.result.v[0]))))
+    with pytest.raises(RuntimeError, match="fitted"):
+        pk.StateSpaceGP(model.equation, (t, y)).sample(num_warmup=1, num_samples=1)
+
+
+@pytest.mark.slow
+def test_nuts_posterior_of_a_decay_rate_matches_the_exact_posterior_on_a_grid():
+    # f' = -a f: the exact trajectory x0 exp(-a t); with the sampler's priors (normal sd 2
+    # on log a about its start, on x0 / s about the first datum; flat on log sd) the noise
+    # integrates out, p(log a, x0 | y) ~ SS^(-n/2) prior, on a grid
+    t, y = _decay_data()
+    model = _decay_model(t, y)
+    draws = model.sample(num_warmup=150, num_samples=150, num_chains=2, progress=False)
+    s = float(model.filter.scale[0])
+    la = np.linspace(math.log(0.6), math.log(2.4), 400)[:, None, None]
+    x0 = np.linspace(1.5, 2.5, 400)[None, :, None]
+    ss = ((y - x0 * np.exp(-np.exp(la) * t)) ** 2).sum(-1)
+    logp = (-0.5 * len(t) * np.log(ss) - 0.5 * (la[..., 0] / 2.0) ** 2
+            - 0.5 * ((x0[..., 0] - y[0]) / s / 2.0) ** 2)
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    a = np.exp(la[..., 0]) * np.ones_like(w)
+    mean = float((w * a).sum())
+    sd = math.sqrt(float((w * (a - mean) ** 2).sum()))
+    drawn = draws.samples["a"]
+    assert abs(float(drawn.mean()) - mean) < 0.25 * sd
+    assert 0.75 < float(drawn.std()) / sd < 1.33
+    assert float(draws.diagnostics["theta"]["r_hat"].max()) < 1.05

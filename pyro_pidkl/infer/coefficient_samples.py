@@ -22,7 +22,7 @@ __all__ = ["CoefficientSamples"]
 
 
 class CoefficientSamples:
-    """Posterior draws of a conditioned GP's parameters: ``samples`` ``{name: (S,) or (S,
+    """Posterior draws of a conditioned GP's (or a state-space model's) parameters: ``samples`` ``{name: (S,) or (S,
     n)}`` in their own units (the coefficients, then the GP's parameters drawn, e.g.
     ``"kernel.lengthscale"``), ``unconstrained`` ``(S, p)``, Pyro's ``diagnostics``
     (``r_hat``, ``n_eff`` per unconstrained entry, ``divergences``), ``seconds``."""
@@ -78,6 +78,11 @@ class CoefficientSamples:
         """Iterate over the draws ``idx`` (a 1-D index), the model's parameters set to each
         inside the loop's body (Laplace's sigma points off): yields the draw's index."""
         model, target = self.model, self.target
+        if hasattr(target, "at"):           # a target that sets its own draws on the model
+            for i in idx.tolist():
+                with torch.no_grad(), target.at(self.unconstrained[i]):
+                    yield i
+            return
         keep = model.parameter_uncertainty
         model.parameter_uncertainty = False
         try:

@@ -100,7 +100,10 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
     :class:`~pyro_pidkl.models.ConditionedSystemGP`), and the GP's own parameters, by NUTS
     (module docstring).
 
-    :param model: a fitted conditioned GP (the chains start where the fit ended).
+    :param model: a fitted conditioned GP (the chains start where the fit ended); a
+        :class:`~pyro_pidkl.statespace.StateSpaceGP` runs its own
+        (:meth:`~pyro_pidkl.statespace.StateSpaceGP.sample`, the arguments from
+        ``num_warmup`` to ``progress`` passed on).
     :param int num_chains: chains, run one after the other (R-hat across them).
     :param bool progress: Pyro's progress bar per chain (default on: a sampler's run is
         minutes).
@@ -123,6 +126,8 @@ def sample_coefficients(model, num_warmup=500, num_samples=500, num_chains=1, se
         those of the chains as they ran.
     :returns: :class:`CoefficientSamples`.
     """
+    if getattr(model, "samples_itself", False):   # its own sampler (a state-space model)
+        return model.sample(num_warmup, num_samples, num_chains, seed, progress)
     num_warmup = positive_int(num_warmup, "num_warmup", minimum=0)
     num_samples = positive_int(num_samples, "num_samples")
     num_chains = positive_int(num_chains, "num_chains")

@@ -83,7 +83,10 @@ class StateSpaceGP(PyroModule):
     """
 
     deterministic = True
+    #: predictions carry the parameters' Laplace share by default (:meth:`forward`)
+    parameter_uncertainty = True
     fits_itself = True      # pk.fit calls fit(): L-BFGS-B stages, the linearisation refreshed
+    samples_itself = True   # pk.sample_coefficients calls sample(): NUTS on its likelihood
 
     def __init__(self, equation, data, domain=None, nodes=None, order=3, known=None,
                  scales=None, starts=None, floors=(1e4, 1e2, 1.0)):
@@ -274,12 +277,24 @@ class StateSpaceGP(PyroModule):
         p = P + C - len(self.known)
         if n > p:
             self.result.cov = self.result.cov * (n / (n - p))
-        with torch.no_grad():
-            theta = torch.as_tensor(self.result.v[:P])
-            for (n, t), u in zip(self.filter.transforms, theta):
-                setattr(self.equation, n, t(u).clone())
+        self._set_coefficients()
         self._out = None
         return self.result
+
+    def _set_coefficients(self):
+        """The equation's coefficients set from the fit's :math:`v`."""
+        with torch.no_grad():
+            theta = torch.as_tensor(self.result.v[:self.filter.P])
+            for (n, t), u in zip(self.filter.transforms, theta):
+                setattr(self.equation, n, t(u).clone())
+
+    def sample(self, num_warmup=500, num_samples=500, num_chains=2, seed=0, progress=True):
+        """NUTS over the coefficients, the initial state and the noise on the solver's
+        likelihood (:func:`~pyro_pidkl.statespace.sampling.sample`; also
+        ``pk.sample_coefficients(model)``): a
+        :class:`~pyro_pidkl.infer.coefficient_samples.CoefficientSamples`."""
+        from .sampling import sample
+        return sample(self, num_warmup, num_samples, num_chains, seed, progress)
 
     def _residual_log_sd(self, u_star, fallback):
         """Each measured output's log noise scale (solver units) from the data's residuals
@@ -333,7 +348,8 @@ class StateSpaceGP(PyroModule):
     # -- what it found -----------------------------------------------------------------------
     def equation_parameters(self):
         """Current coefficients ``{name: float}``."""
-        return {n: float(getattr(self.equation, n)) for n in self.equation.parameter_names}
+        return {n: float(getattr(self.equation, n).detach())
+                for n in self.equation.parameter_names}
 
     def initial_state(self):
         """The fitted initial state ``{component: value}`` at the span's start."""
@@ -362,13 +378,13 @@ class StateSpaceGP(PyroModule):
         return normal_intervals(names, [t for _, t in self.filter.transforms],
                                 self.result.v[:P], sd, sd < 1.0, prob)
 
-    def forward(self, t_new, parameter_uncertainty=True):
+    def forward(self, t_new, parameter_uncertainty=None):
         r"""Posterior means and variances of the outputs at times ``t_new`` ``(T,)`` or
         ``(T, 1)``, in the user's units: ``(T, C)`` each for a system, ``(T,)`` for an
         equation. The variance is the solver's (the ODE's trajectory given the data and the
-        fitted coefficients) plus, with ``parameter_uncertainty``, the Laplace uncertainty
-        of the coefficients, initial state and noise by the delta method (finite
-        differences of the mean)."""
+        fitted coefficients) plus, with ``parameter_uncertainty`` (default: the model's
+        attribute, on), the Laplace uncertainty of the coefficients, initial state and
+        noise by the delta method (finite differences of the mean)."""
         if self.result is None:
             raise RuntimeError("Expected a fitted model: call pk.fit(model) first")
         t_new = torch.as_tensor(t_new, dtype=torch.float64).reshape(-1)
@@ -377,7 +393,8 @@ class StateSpaceGP(PyroModule):
         m, P = filt.predict(self._smoothed(), t_new)
         mean = (E0 @ m[..., None])[..., 0] * filt.scale
         var = torch.diagonal(E0 @ P @ E0.T, dim1=-2, dim2=-1) * filt.scale ** 2
-        if parameter_uncertainty:
+        if self.parameter_uncertainty if parameter_uncertainty is None else \
+                parameter_uncertainty:
             var = var + parameter_variance(self, t_new)
         keep = [self.components.index(o) for o in self.outputs]
         mean, var = mean[:, keep], var[:, keep]
