@@ -204,7 +204,7 @@ NOTEBOOKS = {
                "term) and two `pyro.sample` sites (the collocation points `Z` and the draw "
                "noise `eps`). This notebook traces it, then changes it."),
         ("code", SETUP.format(steps=300)),
-        ("code", "import inspect\nfrom pyro_pidkl.models.pidkl import PIDKL\n"
+        ("code", "import inspect\nfrom pyro_pidkl.models.pidkl.pidkl import PIDKL\n"
                  "print(inspect.getsource(PIDKL.model))\nprint(inspect.getsource(PIDKL.guide))"),
         ("code", "data = pk.datasets.simulate_first_order_ode()\n"
                  "def make(**kw):\n"

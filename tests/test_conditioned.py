@@ -13,7 +13,7 @@ import pyro_pidkl as pk
 from pyro_pidkl.kernels.derivatives import DerivativeKernel, partial_matchings, set_partitions
 from pyro_pidkl.kernels import deep_kernel, se_ard
 from pyro_pidkl.kernels.features import MLP
-from pyro_pidkl.models.conditioned import DATA_FIT_POINTS
+from pyro_pidkl.models.single.model import DATA_FIT_POINTS
 from pyro_pidkl.physics import Equation, Parameter, burgers_1d, linearise
 from autograd_reference import pair_derivative
 
@@ -288,7 +288,7 @@ def test_interval_sd_is_on_the_coefficients_scale_and_free_directions_warn():
     assert record[0].filename == __file__              # the warning names the user's line
     # free, the interval is the default prior's along the ridge log a + log b = const:
     # log a has sd COEFFICIENT_PRIOR_SD / sqrt(2) there, and the data pin the product
-    from pyro_pidkl.models.parameter_uncertainty import COEFFICIENT_PRIOR_SD
+    from pyro_pidkl.models.conditioning.parameter_uncertainty import COEFFICIENT_PRIOR_SD
     assert not iv["a"]["identified"] and "priors'" in str(record[0].message)
     spread = math.log(iv["a"]["upper"] / iv["a"]["lower"])
     assert spread == pytest.approx(2 * z * COEFFICIENT_PRIOR_SD / math.sqrt(2), rel=0.05)
@@ -633,7 +633,7 @@ def test_source_prior_is_one_of_the_models_priors():
     model = pk.PhysicsConditionedGP(t, torch.exp(-t[:, 0]), pk.physics.first_order_ode(B=0.7),
                                     source="gp", source_prior=prior)
     assert model.priors["source_kernel.variance"] is prior
-    from pyro_pidkl.models.parameter_uncertainty import default_coefficient_log_prior
+    from pyro_pidkl.models.conditioning.parameter_uncertainty import default_coefficient_log_prior
     expected = prior.log_prob(model.source_kernel.variance) + sum(
         default_coefficient_log_prior(owner.specs[p], getattr(owner, p + "_unconstrained"))
         for _, owner, p in model._coefficients())

@@ -101,3 +101,27 @@ def test_every_import_points_down_the_layers_of_the_documented_picture():
                     if top(t) != top(m) and top(t) != "pyro_pidkl"
                     and layers[top(t)] >= layers[top(m)])
     assert upward == []
+
+
+def _model_layers():
+    """``{models' subpackage or module: layer}`` from docs/layout.md's ``models N`` rows."""
+    import re
+    text = (ROOT.parent / "docs" / "layout.md").read_text()
+    return {"pyro_pidkl.models." + name: int(m.group(1))
+            for m in re.finditer(r"^\s+models (\d+)  (.*)$", text, re.M)
+            for name in m.group(2).split()}
+
+
+def test_the_models_layers_point_down_as_drawn():
+    """Inside ``models/``, each subpackage (or module) imports only from the rows below its
+    own in docs/layout.md, and the picture names every one of them."""
+    files, graph = _graph()
+    layers = _model_layers()
+    part = lambda m: ".".join(m.split(".")[:3])             # noqa: E731
+    inside = {part(m) for m in files if m.startswith("pyro_pidkl.models.")}
+    assert {"pyro_pidkl.models.single", "pyro_pidkl.models.pidkl"} <= inside
+    assert set(layers) == inside
+    upward = sorted((m, t) for m, targets in graph.items() for t in targets
+                    if m.startswith("pyro_pidkl.models.") and t.startswith("pyro_pidkl.models.")
+                    and part(t) != part(m) and layers[part(t)] >= layers[part(m)])
+    assert upward == []

@@ -13,7 +13,7 @@ from torch.distributions import constraints
 import pyro_pidkl as pk
 from pyro_pidkl.diagnostics.adequacy import Adequacy
 from pyro_pidkl.infer.exact_fit import fit_exact, trajectory_nll
-from pyro_pidkl.models.referee import RefereeWarning, referee
+from pyro_pidkl.models.conditioning.referee import RefereeWarning, referee
 from pyro_pidkl.physics import Equation, Parameter
 from pyro_pidkl.physics.scalar_ode import equation_ode
 
@@ -229,7 +229,7 @@ def test_two_answers_of_equal_likelihood_are_reported_as_such():
     to the GP's estimate, not identified; "agree": the union, identified only where both
     are."""
     from pyro_pidkl.infer.exact_fit import ExactFit
-    from pyro_pidkl.models.referee import Referee
+    from pyro_pidkl.models.conditioning.referee import Referee
     exact = ExactFit(["b"], np.array([math.log(0.15)]), [POSITIVE], np.zeros(2), 0.0,
                      np.array([0.1, 0.1]), -77.0, np.array([[0.2 ** 2]]), np.ones(2),
                      identified=np.array([True]))
@@ -274,7 +274,7 @@ def test_a_coefficient_at_the_edge_of_its_prior_does_not_crash_the_referee():
     defined: its log prior is -inf (the referee then keeps the GP's answer), not an error
     (a calibration fit of the pendulum stopped with a ValueError before)."""
     import pyro.distributions as dist
-    from pyro_pidkl.models.referee import _log_prior, _prior_hessian
+    from pyro_pidkl.models.conditioning.referee import _log_prior, _prior_hessian
     eq = Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",),
                   k=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0)))
     t = torch.linspace(0, 1, 12, dtype=D)

@@ -139,7 +139,7 @@ def test_a_systems_equations_are_checked_between_the_collocation_points():
     near zero for the solved oscillator (one output measured, one not); and the unmeasured
     output's lengthscale never falls under two collocation spacings, where an equation
     holds at the points only (a measured output's keeps half the points' spacing)."""
-    from pyro_pidkl.models.system import RESOLVED_SPACINGS
+    from pyro_pidkl.models.system.model import RESOLVED_SPACINGS
     from pyro_pidkl.physics.collocation import half_spacing
     t = torch.linspace(0, 2 * math.pi, 20, dtype=D)
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",),
@@ -343,7 +343,7 @@ def test_the_fit_is_never_worse_than_its_own_shooting_stage():
     the fit now keeps shooting's answer (refitted from it), and its trajectory fits the data
     as well as shooting's."""
     from scipy.integrate import solve_ivp
-    from pyro_pidkl.models.system_stages import stage_tolerance, trajectory_cost
+    from pyro_pidkl.models.conditioning.stages import stage_tolerance, trajectory_cost
     t = np.linspace(0, 8, 20)
     sol = solve_ivp(lambda _, s: [-0.8 * s[0] + 0.3 * s[1], 0.8 * s[0] - 0.3 * s[1]], (0, 8),
                     [1.0, 0.0], t_eval=t, rtol=1e-10, atol=1e-12)

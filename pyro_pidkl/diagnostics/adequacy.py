@@ -48,12 +48,12 @@ RESIDUAL_TOL = 0.02
 
 #: the posterior mean's relative residual on a check set between the collocation points
 #: above this: the collocation does not resolve the solution
-#: (:mod:`~pyro_pidkl.models.resolution`)
+#: (:mod:`~pyro_pidkl.models.conditioning.resolution`)
 BETWEEN_TOL = 0.25
 
 #: the posterior mean's RMS miss of exact data over its tolerance above this: the data and
 #: the equation disagree, or the collocation does not resolve the solution
-#: (:func:`~pyro_pidkl.models.resolution.data_misfit`)
+#: (:func:`~pyro_pidkl.models.conditioning.resolution.data_misfit`)
 DATA_MISFIT_TOL = 3.0
 
 #: the log evidence ratio below minus this: the data contradict the equation (odds of 100
@@ -78,7 +78,7 @@ class Adequacy:
     :ivar dict trajectory_misfit: ``{output: RMS / noise sd}`` of the equation's own
         trajectory (an explicit ODE with data; else empty).
     :ivar float between: the same relative residual on a check set between the collocation
-        points (:mod:`~pyro_pidkl.models.resolution`; ``nan`` where not checked): above
+        points (:mod:`~pyro_pidkl.models.conditioning.resolution`; ``nan`` where not checked): above
         :data:`BETWEEN_TOL` the collocation does not resolve the solution.
     :ivar float data_misfit: how far the posterior mean misses exact data, over their
         tolerance (``nan`` for noisy data): above :data:`DATA_MISFIT_TOL`, a misfit.

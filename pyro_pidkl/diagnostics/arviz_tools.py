@@ -179,7 +179,7 @@ def to_datatree(model, X_test, y_test=None, num_samples=200, seed=0):
     equation (and condition) ``k``, the posterior mean's residual ``residual_k``, the size
     of the equation's terms ``terms_k`` and the points' inputs ``points_k_<input>`` at its
     collocation points (dim ``collocation_k``), and the tree's ``attrs["adequacy"]`` the
-    numbers of :meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy` (a
+    numbers of :meth:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning.adequacy` (a
     JSON string; ``attrs["equations"]`` names the blocks in order).
     """
     from arviz_base import from_dict

@@ -60,7 +60,7 @@ def fit_data_only(U, y, noise_floor=1e-10, lengthscale=1.0, max_iter=100):
     ``1e-2``; given several lengthscales, from each, the best optimum kept. One start can
     end at "all noise": from a lengthscale of 1, twenty yearly counts of a cycle ten years
     long ended at a noise ratio of 1e3, whose profiled likelihood does not depend on the
-    data (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy` compares
+    data (:meth:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning.adequacy` compares
     with the best of several starts).
 
     :returns: a :class:`DataFit`; ``None`` when the data are too few (``N < 3``) or every

@@ -19,7 +19,7 @@ class FitResult:
     ``threads``, the torch threads it ran with, ``adequacy``, a conditioned model's
     :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``), and
     ``stages``, a system's stages judged on one criterion
-    (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`; else empty), and ``guide``,
+    (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`; else empty), and ``guide``,
     the guide an SVI fit ran (:func:`~pyro_pidkl.infer.guides.make_guide`)."""
 
     losses: list = field(default_factory=list)

@@ -14,8 +14,8 @@ import torch
 from pyro.contrib.gp.kernels import Warping
 from torch import nn
 
-from ..kernels.lfm import FirstOrderLFMKernel, HeatLFMKernel
-from ..checks import as_inputs
+from ...kernels.lfm import FirstOrderLFMKernel, HeatLFMKernel
+from ...checks import as_inputs
 from .exact_gp import ExactGP
 
 __all__ = ["LFM"]
@@ -48,7 +48,7 @@ class LFM(ExactGP):
     :param float fixed_time: :math:`T` of the fixed-time heat kernel.
     :param float decay: initial ODE decay :math:`D`.
     :param float diffusivity: initial :math:`\alpha`.
-    Other arguments as :class:`~pyro_pidkl.models.base.GPModel` (``physics=`` gives a
+    Other arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel` (``physics=`` gives a
     physics-informed LFM).
     """
 

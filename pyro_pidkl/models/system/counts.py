@@ -15,7 +15,7 @@ data, the likelihood is replaced by a Gaussian of the working response
     \;\;(\text{NB})
 
 (the Fisher weights of the log link), so the joint of the data and the equations stays
-Gaussian (:mod:`~pyro_pidkl.models.system_joint`); :math:`\hat f` is iterated to the
+Gaussian (:mod:`~pyro_pidkl.models.system.joint`); :math:`\hat f` is iterated to the
 posterior mean given :math:`z` (Fisher scoring), between the fit's optimiser runs, with
 Gauss-Newton (:meth:`CountObservations.relinearise`). The objective is the Laplace
 approximation of :math:`\log p(y \mid v)`,
@@ -38,8 +38,8 @@ import torch
 from pyro.nn import PyroParam
 from torch.distributions import constraints
 
-from ..param_scope import own_parameters
-from .linearised import GaussNewtonResult, LinearisedConditioning
+from ...param_scope import own_parameters
+from ..conditioning.linearised import GaussNewtonResult, LinearisedConditioning
 
 __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_likelihood",
            "likelihood_kinds", "working_response"]
@@ -188,7 +188,7 @@ class CountObservations:
     @own_parameters
     def relinearise(self, max_iter=None):
         r"""Gauss-Newton to the posterior mean
-        (:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.relinearise`) and, with
+        (:meth:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning.relinearise`) and, with
         count outputs, Fisher scoring of their modes with it until both settle (module
         docstring). Reports more than one iteration while the modes still move (the fit then
         runs its optimiser again)."""

@@ -30,8 +30,8 @@ import copy
 import numpy as np
 import torch
 
-from ..checks import warn
-from ..infer.laplace import parameters_at
+from ...checks import warn
+from ...infer.laplace import parameters_at
 
 __all__ = ["keep_best_stage", "stage_tolerance", "trajectory_cost"]
 
@@ -60,7 +60,7 @@ def _shooting_setup(model):
 def shooting_observations(model):
     """Each output's data for an exact fit: ``(t, y)`` (Gaussian) or ``(t, counts,
     likelihood)``."""
-    from ..infer.deviance import NegativeBinomial, Poisson
+    from ...infer.deviance import NegativeBinomial, Poisson
     out = []
     for c, (X, y) in enumerate(zip(model.X_by_output, model.y_by_output)):
         t = X[:, 0].numpy()
@@ -80,8 +80,8 @@ def trajectory_cost(model, theta=None, x0=None):
     posterior means at the first time).
 
     :returns: ``(cost, x0)``, or ``None`` for another system or a failed integration."""
-    from ..infer.deviance import count_likelihoods, data_nll, data_residuals
-    from ..infer.shooting import fit_by_shooting
+    from ...infer.deviance import count_likelihoods, data_nll, data_residuals
+    from ...infer.shooting import fit_by_shooting
     ode = model.ode
     if ode is None or not sum(model.counts):
         return None

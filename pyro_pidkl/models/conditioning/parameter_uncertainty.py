@@ -18,7 +18,7 @@ recomputed at the parameters moved by :math:`\pm s_k`, and
 :class:`ParameterUncertainty` is a mixin of
 :class:`~pyro_pidkl.models.PhysicsConditionedGP` and
 :class:`~pyro_pidkl.models.ConditionedSystemGP`, beside
-:class:`~pyro_pidkl.models.linearised.LinearisedConditioning` (whose ``solve()`` it reads).
+:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning` (whose ``solve()`` it reads).
 The host provides ``_coefficients()``, ``_nuisance_parameters()``, ``joint``,
 ``linearise`` and the state ``fitted``, ``parameter_uncertainty``.
 """
@@ -30,9 +30,9 @@ import warnings
 import torch
 from pyro.nn import PyroParam
 
-from ..infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
+from ...infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
                              parameters_at, sigma_points)
-from ..param_scope import own_parameters
+from ...param_scope import own_parameters
 
 __all__ = ["COEFFICIENT_PRIOR_SD", "ParameterUncertainty", "default_coefficient_log_prior",
            "with_point_priors"]
@@ -176,7 +176,7 @@ class ParameterUncertainty:
         free.
 
         Where the fit was refereed on the exact ODE (``model.referee``,
-        :mod:`~pyro_pidkl.models.referee`), the intervals are the exact fit's (verdict
+        :mod:`~pyro_pidkl.models.conditioning.referee`), the intervals are the exact fit's (verdict
         ``"exact"``) or cover both fits' (``"agree"``), and each entry says which
         (``"referee"``).
 

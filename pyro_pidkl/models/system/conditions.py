@@ -20,10 +20,10 @@ exact fit (:meth:`SystemConditions.known_states`).
 
 import torch
 
-from ..physics.condition import Condition
-from ..physics.derivatives import Inputs
-from ..physics.equation import Equation
-from ..physics.system import EquationSystem, linearise_system
+from ...physics.condition import Condition
+from ...physics.derivatives import Inputs
+from ...physics.equation import Equation
+from ...physics.system import EquationSystem, linearise_system
 
 __all__ = ["SystemConditions"]
 

@@ -25,9 +25,9 @@ import pyro
 import torch
 from pyro.nn import pyro_method
 
-from ..checks import column_count
-from ..kernels.deep import dkl_kernel
-from ..physics.term import PhysicsTerm
+from ...checks import column_count
+from ...kernels.deep import dkl_kernel
+from ...physics.term import PhysicsTerm
 from .exact_gp import ExactGP
 
 __all__ = ["PIDKL", "pidkl_parts"]
@@ -59,7 +59,7 @@ class PIDKL(ExactGP):
         equation, boundary and initial conditions.
     :param feature_net, feature_dim, skip_inputs, seed: the deep kernel's
         (:func:`~pyro_pidkl.kernels.dkl_kernel`; ``seed`` fixes the network's initial weights).
-    Other arguments as :class:`~pyro_pidkl.models.base.GPModel`.
+    Other arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel`.
 
     Sites of :meth:`model` (``S`` particles when vectorised): ``data`` factor ``()``,
     ``Z`` ``(S, m, d)``, ``eps`` ``(S, 1)`` or ``(S, m)``, ``physics`` factor ``(S,)``, and

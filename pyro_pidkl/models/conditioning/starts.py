@@ -25,9 +25,9 @@ matching's answer alone (``multistart=0``), which is its first start.
 import numpy as np
 import torch
 
-from ..infer.multistart import (default_starts, design_half_width,
+from ...infer.multistart import (default_starts, design_half_width,
                                 multistart_shooting, start_design)
-from ..infer.shooting import default_segments, fit_by_shooting
+from ...infer.shooting import default_segments, fit_by_shooting
 
 __all__ = ["default_starts", "shoot_from_many_starts"]
 

@@ -2,7 +2,7 @@ r"""What a fitted :class:`~pyro_pidkl.models.PhysicsConditionedGP` predicts: the
 of :math:`f` given the data and the equation, at the converged linearisation.
 
 With :math:`k_{*} = \operatorname{cov}(\partial^\alpha f(U), [v; y])`
-(:meth:`~pyro_pidkl.models.conditioned_joint.EquationJoint._cross`) and :math:`A` the joint's
+(:meth:`~pyro_pidkl.models.single.joint.EquationJoint._cross`) and :math:`A` the joint's
 covariance,
 
 .. math::
@@ -11,7 +11,7 @@ covariance,
         + \text{the parameters' share}
 
 (:math:`\hat s^2` the profiled scale of the kernel's variance; the parameters' share from
-:meth:`~pyro_pidkl.models.parameter_uncertainty.ParameterUncertainty._parameter_spread`).
+:meth:`~pyro_pidkl.models.conditioning.parameter_uncertainty.ParameterUncertainty._parameter_spread`).
 Every method is pure: it solves from the stored linearisation point and writes nothing.
 
 :class:`ConditionedPrediction` is a mixin of
@@ -20,8 +20,8 @@ Every method is pure: it solves from the stored linearisation point and writes n
 
 import torch
 
-from ..param_scope import own_parameters
-from ..kernels.operators import OperatorCovariance
+from ...param_scope import own_parameters
+from ...kernels.operators import OperatorCovariance
 
 __all__ = ["ConditionedPrediction"]
 

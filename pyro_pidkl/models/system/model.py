@@ -14,7 +14,7 @@ a nonlinear one, as in :class:`~pyro_pidkl.models.PhysicsConditionedGP`),
     \psi_e[f](z) \approx b_e(z) + \sum_{c,\alpha} w_{e,c,\alpha}(z)\,\partial^\alpha g_c(z),
 
 gives ``E`` virtual observations at each of ``M`` collocation points, jointly Gaussian with
-each output's data (:mod:`~pyro_pidkl.models.system_joint`); because the outputs are
+each output's data (:mod:`~pyro_pidkl.models.system.joint`); because the outputs are
 independent a priori, their covariances are sums over outputs, and an output that is never
 observed is still determined, with an interval, through the
 equations that couple it to the others. Kernels, means, noises and the system's unknown
@@ -22,9 +22,9 @@ coefficients maximise :math:`\log p(y \mid v)` (or :math:`\log p(v, y)`,
 ``objective="joint"``) with L-BFGS (:func:`~pyro_pidkl.infer.fit`); Laplace intervals for
 the coefficients come from :func:`~pyro_pidkl.infer.laplace.coefficient_intervals`, and
 predictions carry them as the single-output model's do
-(:mod:`~pyro_pidkl.models.parameter_uncertainty`). The fit starts from gradient matching and,
-for an explicit ODE, shooting (:mod:`~pyro_pidkl.models.system_matching`), and keeps its best
-stage (:mod:`~pyro_pidkl.models.system_stages`).
+(:mod:`~pyro_pidkl.models.conditioning.parameter_uncertainty`). The fit starts from gradient matching and,
+for an explicit ODE, shooting (:mod:`~pyro_pidkl.models.system.matching`), and keeps its best
+stage (:mod:`~pyro_pidkl.models.conditioning.stages`).
 """
 
 import math
@@ -34,26 +34,26 @@ import torch
 from pyro.nn import PyroModule, PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import warn, warn_if_interrupted
-from ..gp.data_fit import fit_data_only
-from ..infer.multistart import extra_shift
-from ..kernels.se import se_ard
-from ..physics.collocation import collocation_set, half_spacing
-from ..physics.domain import Box
-from ..physics.linearise import unused_coefficients
-from ..physics.ode import explicit_ode
-from ..physics.system import EquationSystem, is_linear_system, linearise_system
-from ..param_scope import own_parameters
-from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
-from .parameter_uncertainty import ParameterUncertainty, with_point_priors
-from .system_counts import CountObservations, likelihood_kinds
-from .system_data import split_by_output
-from .system_conditions import SystemConditions
-from .system_joint import SystemJoint
-from .system_matching import TrajectoryMatching
-from .referee import referee, system_problem
-from .system_stages import keep_best_stage
-from .system_starts import default_starts
+from ...checks import warn, warn_if_interrupted
+from ...gp.data_fit import fit_data_only
+from ...infer.multistart import extra_shift
+from ...kernels.se import se_ard
+from ...physics.collocation import collocation_set, half_spacing
+from ...physics.domain import Box
+from ...physics.linearise import unused_coefficients
+from ...physics.ode import explicit_ode
+from ...physics.system import EquationSystem, is_linear_system, linearise_system
+from ...param_scope import own_parameters
+from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
+from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
+from .counts import CountObservations, likelihood_kinds
+from ..data import split_by_output
+from .conditions import SystemConditions
+from .joint import SystemJoint
+from .matching import TrajectoryMatching
+from ..conditioning.referee import referee, system_problem
+from ..conditioning.stages import keep_best_stage
+from ..conditioning.starts import default_starts
 
 __all__ = ["ConditionedSystemGP"]
 
@@ -90,7 +90,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     :param system: an :class:`~pyro_pidkl.physics.EquationSystem`.
     :param data: ``{output: (X_c, y_c)}`` (each output at its own inputs; outputs left out
         are never observed) or ``(X, Y)`` with ``Y`` ``(N, C)`` and ``NaN`` where not
-        observed (:func:`~pyro_pidkl.models.system_data.split_by_output`).
+        observed (:func:`~pyro_pidkl.models.data.split_by_output`).
     :param input_names: the names of the input columns (default: the system's ``inputs``).
     :param domain: a :class:`~pyro_pidkl.physics.Box` where the system holds (default: the
         data's box; give the whole interval to predict beyond the data).
@@ -117,16 +117,16 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     :param dict likelihoods: ``{output: "poisson" | "negative_binomial"}``: that output is
         the log of the mean of counts observed with that likelihood (its dispersion learned),
         conditioned on through the Laplace approximation
-        (:mod:`~pyro_pidkl.models.system_counts`; write the system for the logs, as for
+        (:mod:`~pyro_pidkl.models.system.counts`; write the system for the logs, as for
         log-normal data); the others are Gaussian.
     :param conditions: known values of any output, measured or not, and of their
         derivatives: :class:`~pyro_pidkl.physics.Condition` objects whose operator reads the
         outputs by name (``Condition([[0.0]], lambda f, x: f["S"], 0.99)``), conditioned on
-        like the equations (:mod:`~pyro_pidkl.models.system_conditions`); a value at the
+        like the equations (:mod:`~pyro_pidkl.models.system.conditions`); a value at the
         first time is a known initial state for the shooting stages too.
     :param int multistart: for an explicit ODE with data, the number of starts of the
         shooting stage's search over the coefficients and the initial states of outputs
-        nobody measured (:mod:`~pyro_pidkl.models.system_starts`; default: 64 per searched
+        nobody measured (:mod:`~pyro_pidkl.models.conditioning.starts`; default: 64 per searched
         dimension, 64 to 512; ``0`` shoots from gradient matching's answer alone).
     """
 
@@ -289,7 +289,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     @property
     def y_s(self):
         """Each output's data in its standardised units (a count output's: its working
-        response, :mod:`~pyro_pidkl.models.system_counts`)."""
+        response, :mod:`~pyro_pidkl.models.system.counts`)."""
         return [self._working_s(c) if c in self.count_outputs else y
                 for c, y in enumerate(self._y_std)]
 
@@ -365,7 +365,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
 
     def after_fit(self, refit):
         """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
-        stage (:func:`~pyro_pidkl.models.system_stages.keep_best_stage`)."""
+        stage (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`)."""
         keep_best_stage(self, refit)
         referee(self, refit)
 

@@ -5,7 +5,7 @@ r"""Exact GP regression, written as a Pyro model, with an optional physics term.
     \;\Big[\, + \gamma\, \log \mathcal{N}\big(\psi[f_\epsilon](Z) \mid 0, \kappa(Z, Z)\big)
     \Big]
 
-on standardised data (:mod:`pyro_pidkl.models.base`); the bracket is the
+on standardised data (:mod:`pyro_pidkl.models.pidkl.base`); the bracket is the
 :class:`~pyro_pidkl.physics.PhysicsTerm` on a posterior function draw
 :math:`f_\epsilon = \mu + \epsilon\sqrt{v}`.
 """
@@ -15,8 +15,8 @@ import functools
 import pyro
 from pyro.nn import pyro_method
 
-from ..gp.posterior import GPPosterior
-from ..physics.posterior_draw import PosteriorDraw
+from ...gp.posterior import GPPosterior
+from ...physics.posterior_draw import PosteriorDraw
 from .base import GPModel
 
 __all__ = ["ExactGP"]
@@ -27,7 +27,7 @@ class ExactGP(GPModel):
 
     ``ExactGP(X, y)`` is an SE-ARD GP; ``kernel=`` any :mod:`pyro.contrib.gp` kernel on
     standardised inputs; ``physics=PhysicsTerm(equation, ...)`` adds the physics factor.
-    Arguments as :class:`~pyro_pidkl.models.base.GPModel`.
+    Arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel`.
     """
 
     #: the latent sites a guide of this model may draw from their priors (the physics term's)

@@ -15,7 +15,7 @@ explicit ODE with Gaussian or count data (:mod:`~pyro_pidkl.infer.deviance`),
    adds its shooting stage's starts;
 2. both answers scored on one criterion, the negative log posterior of the data under the
    exact trajectory, :math:`c(\theta) = \min_{x_0} \sum_c \tfrac{n_c}{2} \log
-   \overline{r_c^2} - \log p(\theta)` (as :mod:`~pyro_pidkl.models.system_stages` does);
+   \overline{r_c^2} - \log p(\theta)` (as :mod:`~pyro_pidkl.models.conditioning.stages` does);
 3. a verdict (``model.referee``, a :class:`Referee`):
 
    * ``"exact"``: the GP's answer is worse by more than :math:`\tfrac12\chi^2_p(0.99)`
@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..checks import warn
-from ..errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from ..infer.exact_fit import fit_exact, trajectory_nll
-from ..infer.laplace import coefficient_intervals, parameters_at
-from .system_stages import stage_tolerance
+from ...checks import warn
+from ...errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+from ...infer.exact_fit import fit_exact, trajectory_nll
+from ...infer.laplace import coefficient_intervals, parameters_at
+from .stages import stage_tolerance
 
 __all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
            "system_problem"]
@@ -68,7 +68,7 @@ from .referee_problems import equation_problem, system_problem  # noqa: E402
 
 
 class RefereeWarning(UserWarning):
-    """The conditioned fit and the exact-ODE fit disagree (:mod:`~pyro_pidkl.models.referee`)."""
+    """The conditioned fit and the exact-ODE fit disagree (:mod:`~pyro_pidkl.models.conditioning.referee`)."""
 
 
 @dataclass

@@ -51,11 +51,11 @@ stored linearisation point in local variables and never writes it;
 (:func:`~pyro_pidkl.infer.fit` calls it).
 
 This module holds the model's construction and its fit's settings; its parts, each in a
-module of its own: the joint of data and equation (:mod:`~pyro_pidkl.models.conditioned_joint`),
-Gauss-Newton, the objective and the adequacy check (:mod:`~pyro_pidkl.models.linearised`, shared
+module of its own: the joint of data and equation (:mod:`~pyro_pidkl.models.single.joint`),
+Gauss-Newton, the objective and the adequacy check (:mod:`~pyro_pidkl.models.conditioning.linearised`, shared
 with :class:`~pyro_pidkl.models.ConditionedSystemGP`), priors and Laplace
-(:mod:`~pyro_pidkl.models.parameter_uncertainty`, shared too), and the prediction
-(:mod:`~pyro_pidkl.models.conditioned_prediction`).
+(:mod:`~pyro_pidkl.models.conditioning.parameter_uncertainty`, shared too), and the prediction
+(:mod:`~pyro_pidkl.models.single.prediction`).
 """
 
 import itertools
@@ -67,25 +67,25 @@ from pyro.contrib.gp.kernels import RBF
 from pyro.nn import PyroParam, pyro_method
 from torch.distributions import constraints
 
-from ..checks import distinct_inputs, equation_input_names, positive_int, warn
-from ..gp.standardise import Standardizer
-from ..infer.multistart import extra_shift
-from ..kernels.deep import deep_kernel
-from ..kernels.derivatives import derivative_kernel_supported
-from ..kernels.features import MLP
-from ..kernels.se import se_ard
-from ..physics.collocation import collocation_set, half_spacing, maximin_subset
-from ..physics.geometry import Shape
-from ..physics.domain import Box
-from ..physics.equation import Equation, source_columns
-from ..physics.linearise import is_linear, linearise
-from .conditioned_joint import EquationJoint
-from .conditioned_prediction import ConditionedPrediction
-from .exact_gp import ExactGP
-from .linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
-from .parameter_uncertainty import ParameterUncertainty, with_point_priors
-from .referee import equation_problem, referee
-from .resolution import REFINE_DEFAULT, between_residual, data_misfit, resolve
+from ...checks import distinct_inputs, equation_input_names, positive_int, warn
+from ...gp.standardise import Standardizer
+from ...infer.multistart import extra_shift
+from ...kernels.deep import deep_kernel
+from ...kernels.derivatives import derivative_kernel_supported
+from ...kernels.features import MLP
+from ...kernels.se import se_ard
+from ...physics.collocation import collocation_set, half_spacing, maximin_subset
+from ...physics.geometry import Shape
+from ...physics.domain import Box
+from ...physics.equation import Equation, source_columns
+from ...physics.linearise import is_linear, linearise
+from .joint import EquationJoint
+from .prediction import ConditionedPrediction
+from ..pidkl.exact_gp import ExactGP
+from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
+from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
+from ..conditioning.referee import equation_problem, referee
+from ..conditioning.resolution import REFINE_DEFAULT, between_residual, data_misfit, resolve
 
 __all__ = ["PhysicsConditionedGP"]
 
@@ -184,13 +184,13 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         bound on inducing values at ``inducing`` of the data inputs,
         :class:`~pyro_pidkl.gp.inducing.InducingJoint`: :math:`O(N m^2)`; predictions are
         the bound's posterior) or ``"auto"`` (the default: the bound above
-        :data:`~pyro_pidkl.models.conditioned_joint.INDUCING_DATA` data).
+        :data:`~pyro_pidkl.models.single.joint.INDUCING_DATA` data).
     :param inducing: the number of inducing points, or ``"auto"`` (the default: from
         :data:`INDUCING_START`, doubled by :meth:`relinearise` while the bound's trace term
         exceeds :data:`INDUCING_GAP` nats at the current parameters).
     :param int collocation_refine: how many times a fit doubles the collocation points
-        while the equation fails between them (:mod:`~pyro_pidkl.models.resolution`;
-        default :data:`~pyro_pidkl.models.resolution.REFINE_DEFAULT`, 0: never).
+        while the equation fails between them (:mod:`~pyro_pidkl.models.conditioning.resolution`;
+        default :data:`~pyro_pidkl.models.conditioning.resolution.REFINE_DEFAULT`, 0: never).
     :param dict priors: priors on the GP's own parameters, ``{name: distribution}`` in the
         model's units (:meth:`hyperparameters` names them: ``"kernel.lengthscale"`` on the
         inputs scaled to the domain, ``"noise"`` relative to the signal's variance); they
@@ -198,7 +198,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         :func:`~pyro_pidkl.infer.nuts.sample_coefficients` and
         :func:`~pyro_pidkl.infer.nuts.fit_coefficient_guide` draw from. Without one, a
         parameter's prior is flat on its unconstrained scale (the log of a lengthscale).
-    Other arguments as :class:`~pyro_pidkl.models.exact_gp.ExactGP`.
+    Other arguments as :class:`~pyro_pidkl.models.pidkl.exact_gp.ExactGP`.
 
     Sites of :meth:`model`: the ``data`` factor, :math:`\log p(y \mid v)` (or
     :math:`\log p(v, y)` with the joint objective), profiled over the kernel's variance
@@ -353,8 +353,8 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
     def after_fit(self, refit):
         """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the collocation is
         refined while the equation fails between its points
-        (:func:`~pyro_pidkl.models.resolution.resolve`), then an explicit ODE is refereed on
-        its exact likelihood (:func:`~pyro_pidkl.models.referee.referee`)."""
+        (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE is refereed on
+        its exact likelihood (:func:`~pyro_pidkl.models.conditioning.referee.referee`)."""
         resolve(self, refit)
         referee(self, refit)
 
@@ -465,7 +465,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
             ``None``."""
         if not (self._noise_auto and "noise" in self._pyro_params):
             return None
-        from ..gp.data_fit import fit_data_only
+        from ...gp.data_fit import fit_data_only
         U, y = self.X_s, (self.y_s - self.prior_mean()).detach()
         if U.shape[0] > DATA_FIT_POINTS:     # whether data show noise: a subset tells
             keep = maximin_subset(U, DATA_FIT_POINTS)
@@ -558,7 +558,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         equation (profiled over the kernel's variance) against the best SE-ARD GP of the
         data alone (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`, several starts), on a
         maximin subset of at most :data:`DATA_FIT_POINTS` data."""
-        from ..gp.data_fit import fit_data_only
+        from ...gp.data_fit import fit_data_only
         with self.data_subset(DATA_FIT_POINTS):
             if self.X_s.shape[0] < 3:
                 return math.nan

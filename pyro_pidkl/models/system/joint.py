@@ -18,12 +18,12 @@ Gaussian with the data (:meth:`SystemJoint.joint`); the covariances are sums ove
     \operatorname{cov}(y_c, y_{c'}) = \delta_{cc'} (k_c(X_c, X_c) + \sigma_c^2 I).
 
 The jets of the posterior means (:meth:`SystemJoint._mean_jet`) are what Gauss-Newton
-iterates (:class:`~pyro_pidkl.models.linearised.LinearisedConditioning`).
+iterates (:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning`).
 
 :class:`SystemJoint` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`, which
 provides the kernels, data by output (``X_s``, ``y_s``, ``counts``), their scales, ``mean``,
 ``noises()``, ``_count_noise(c)`` (a count output's working-response variance,
-:mod:`~pyro_pidkl.models.system_counts`), ``Z``, ``Z_s``, ``indices``, ``num_equations`` and
+:mod:`~pyro_pidkl.models.system.counts`), ``Z``, ``Z_s``, ``indices``, ``num_equations`` and
 ``residual_noise``.
 """
 
@@ -31,9 +31,9 @@ import math
 
 import torch
 
-from ..gp.joint import JointGaussian
-from ..kernels.operators import OperatorCovariance
-from ..physics.system import linearise_system
+from ...gp.joint import JointGaussian
+from ...kernels.operators import OperatorCovariance
+from ...physics.system import linearise_system
 
 __all__ = ["SystemJoint"]
 
@@ -120,7 +120,7 @@ class SystemJoint:
     def _data_covariance(self, c, noise):
         r""":math:`k_c(X_c, X_c) + \sigma^2 I` of output ``c``'s data (standardised units;
         ``noise`` :math:`\sigma^2`), plus a count output's working-response variances
-        (:mod:`~pyro_pidkl.models.system_counts`) on its diagonal: ``(n_c, n_c)``."""
+        (:mod:`~pyro_pidkl.models.system.counts`) on its diagonal: ``(n_c, n_c)``."""
         U = self.X_s[c]
         K = self.kernels[c](U) + noise * torch.eye(U.shape[0], dtype=U.dtype, device=U.device)
         extra = self._count_noise(c)
@@ -241,11 +241,11 @@ class SystemJoint:
     def _between_residual(self, joint):
         r"""The largest equation's residual of the posterior means between the collocation
         points, relative to the size of its terms (as
-        :func:`~pyro_pidkl.models.resolution.between_residual` for one equation: a Sobol
+        :func:`~pyro_pidkl.models.conditioning.resolution.between_residual` for one equation: a Sobol
         set of as many points in the domain, another seed); ``nan`` without equations."""
-        from ..physics.collocation import collocation_set
-        from ..physics.linearise import relative
-        from .resolution import CHECK_POINTS_MAX
+        from ...physics.collocation import collocation_set
+        from ...physics.linearise import relative
+        from ..conditioning.resolution import CHECK_POINTS_MAX
         E = self.Z.shape[0] - getattr(self, "condition_rows", 0)
         if E == 0 or self.num_equations == 0:
             return math.nan

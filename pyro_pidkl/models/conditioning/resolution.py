@@ -29,7 +29,7 @@ posterior mean misses (:func:`data_misfit`: a boundary layer of width 0.01 on 10
 was left out altogether, the mean a straight line that solves the equation everywhere and
 misses both boundary values) refine the points too. The adequacy check reports what is
 left
-(:meth:`~pyro_pidkl.models.linearised.LinearisedConditioning.adequacy`), and a fit that
+(:meth:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning.adequacy`), and a fit that
 ends unresolved warns in one line. Not checked: an unknown (``"gp"``) source, whose
 posterior mean *is* the residual.
 """
@@ -39,9 +39,9 @@ import math
 
 import torch
 
-from ..diagnostics.adequacy import BETWEEN_TOL, DATA_MISFIT_TOL
-from ..physics.collocation import collocation_set
-from ..physics.linearise import relative, residual_parts
+from ...diagnostics.adequacy import BETWEEN_TOL, DATA_MISFIT_TOL
+from ...physics.collocation import collocation_set
+from ...physics.linearise import relative, residual_parts
 
 __all__ = ["CHECK_POINTS_MAX", "REFINE_DEFAULT", "between_residual", "data_misfit", "resolve"]
 
@@ -158,7 +158,7 @@ def resolve(model, refit):
     """Check the equation between the collocation points and, while it fails, add as many
     points again and ``refit()`` (module docstring). Sets ``model.resolution``:
     ``{"between": [r, ...], "points": [M, ...]}`` per round."""
-    from ..errors import NonFiniteError, NotPositiveDefiniteError
+    from ...errors import NonFiniteError, NotPositiveDefiniteError
     rounds = int(getattr(model, "collocation_refine", REFINE_DEFAULT))
     r = between_residual(model)
     model.resolution = {"between": [r], "points": [_equation_rows(model)], "kept": 0}

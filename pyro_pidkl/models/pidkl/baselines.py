@@ -4,8 +4,8 @@ written-out model of :class:`~pyro_pidkl.models.PIDKL`)."""
 
 import torch
 
-from ..checks import column_count
-from ..kernels.deep import dkl_kernel
+from ...checks import column_count
+from ...kernels.deep import dkl_kernel
 from .exact_gp import ExactGP
 
 __all__ = ["DKL", "SKL"]
@@ -16,7 +16,7 @@ class SKL(ExactGP):
 
     .. math:: k(x, x') = s^2 \exp\big(-\tfrac12 \textstyle\sum_j (x_j - x'_j)^2 / l_j^2\big)
 
-    Arguments as :class:`~pyro_pidkl.models.base.GPModel` (without ``kernel``).
+    Arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel` (without ``kernel``).
     """
 
     def __init__(self, X, y, input_names=None, **kwargs):
@@ -30,7 +30,7 @@ class DKL(ExactGP):
 
     :param feature_net: the feature map; ``feature_dim``, ``skip_inputs``, ``seed`` (the
         network's initial weights): as :func:`~pyro_pidkl.kernels.dkl_kernel`.
-    Other arguments as :class:`~pyro_pidkl.models.base.GPModel` (without ``kernel``).
+    Other arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel` (without ``kernel``).
     """
 
     def __init__(self, X, y, input_names=None, feature_net=None, feature_dim=None,

@@ -43,10 +43,10 @@ from pyro.distributions import constraints
 from pyro.infer import TraceMeanField_ELBO
 from pyro.nn import PyroParam, pyro_method
 
-from ..checks import positive_int
-from ..gp.posterior import jittered_cholesky
-from ..physics.posterior_draw import PosteriorDraw
-from ..kernels.deep import feature_map
+from ...checks import positive_int
+from ...gp.posterior import jittered_cholesky
+from ...physics.posterior_draw import PosteriorDraw
+from ...kernels.deep import feature_map
 from .base import GPModel
 from .pidkl import pidkl_parts
 
@@ -114,7 +114,7 @@ class SparseGP(GPModel):
         :math:`q(f(x))`, the exact model's construction.
     :param int batch_size: :math:`B`, data points per step (``None``: all, no subsampling).
     :param float prediction_batch: test points per block in :meth:`forward`.
-    Other arguments as :class:`~pyro_pidkl.models.base.GPModel`.
+    Other arguments as :class:`~pyro_pidkl.models.pidkl.base.GPModel`.
     """
 
     max_plate_nesting = 1

@@ -45,15 +45,15 @@ import scipy.sparse.linalg
 import torch
 from scipy.spatial import cKDTree
 
-from ..checks import as_inputs
-from ..errors import ConvergenceWarning, SolverRefusedError
-from ..gp.sparse_cholesky import (DENSE_LIMIT, ENTRIES_PER_BATCH, SparseInverseCholesky,
+from ...checks import as_inputs
+from ...errors import ConvergenceWarning, SolverRefusedError
+from ...gp.sparse_cholesky import (DENSE_LIMIT, ENTRIES_PER_BATCH, SparseInverseCholesky,
                                    maximin_order)
-from ..infer.threads import fit_threads, torch_threads
-from ..kernels.matern import matern72_measurement_covariance
-from ..physics.collocation import collocation_points
-from ..physics.derivatives import Inputs
-from ..physics.linearise import derivatives_read, is_linear, linearise
+from ...infer.threads import fit_threads, torch_threads
+from ...kernels.matern import matern72_measurement_covariance
+from ...physics.collocation import collocation_points
+from ...physics.derivatives import Inputs
+from ...physics.linearise import derivatives_read, is_linear, linearise
 from .sparse_lengthscale import learn_lengthscale
 
 __all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
@@ -297,7 +297,7 @@ class SparseCholeskySolver:
         r"""The lengthscale (``(d,)``, user units) that maximises the log marginal
         likelihood of the data and the linearised equation on a maximin subset of
         ``learn_points`` collocation points, dense
-        (:func:`~pyro_pidkl.models.sparse_lengthscale.learn_lengthscale`); with
+        (:func:`~pyro_pidkl.models.conditioning.sparse_lengthscale.learn_lengthscale`); with
         ``nu="auto"`` and at most ``dense_limit`` measurements, for each smoothness in
         :attr:`NU_CANDIDATES`, and the best pair is kept (``nu`` set,
         ``nu_likelihoods`` the negative log likelihood of each)."""

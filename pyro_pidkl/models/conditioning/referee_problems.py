@@ -1,5 +1,5 @@
 r"""What each conditioned model gives its exact-ODE referee
-(:mod:`~pyro_pidkl.models.referee`): the ODE, the data per state component (``(t, y)``, or
+(:mod:`~pyro_pidkl.models.conditioning.referee`): the ODE, the data per state component (``(t, y)``, or
 ``(t, counts, likelihood)``), the coefficients with their starts (the GP's answer, the
 user's values, a system's shooting answers), the states at the shooting segments, the
 interval, the scale, a single equation's Sobol design, a system's known initial values.
@@ -8,7 +8,7 @@ interval, the scale, a single equation's Sobol design, a system's known initial 
 import numpy as np
 import torch
 
-from ..infer.shooting import _segment_states, default_segments
+from ...infer.shooting import _segment_states, default_segments
 
 __all__ = ["DESIGN_MAX", "DESIGN_PER_COEFFICIENT", "equation_problem", "system_problem"]
 
@@ -36,9 +36,9 @@ def _scalar_coefficients(model):
 def equation_problem(model):
     """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.PhysicsConditionedGP`
     (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
-    from ..physics.scalar_ode import equation_ode
-    from ..infer.multistart import LOG_RANGE
-    from .system_starts import _design_box
+    from ...physics.scalar_ode import equation_ode
+    from ...infer.multistart import LOG_RANGE
+    from .starts import _design_box
     if (model.input_dim != 1 or model.source_kind == "gp" or model.conditions
             or model.X.shape[0] < 3 or len(model._coefficients()) != len(
                 [s for s in model.equation.specs.values() if not s.fixed])):
@@ -79,7 +79,7 @@ def equation_problem(model):
 def system_problem(model):
     """The exact fit's setting of a fitted :class:`~pyro_pidkl.models.ConditionedSystemGP`
     (:func:`referee`), or ``None`` where it is not refereed (module docstring)."""
-    from .system_stages import _shooting_setup
+    from .stages import _shooting_setup
     if model.ode is None or sum(model.counts) < 3:
         return None
     coefficients = _scalar_coefficients(model)

@@ -25,7 +25,7 @@ with :math:`\tau` relative to the prior variance of :math:`\mathcal{L} f` at eac
 periodic condition's rows the differences of its point pairs (:math:`C x`,
 :meth:`EquationJoint._rows`). The jets of its posterior mean (:meth:`EquationJoint._mean_jet`)
 are what Gauss-Newton iterates
-(:class:`~pyro_pidkl.models.linearised.LinearisedConditioning`).
+(:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning`).
 
 On more than :data:`INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
 given :math:`v` is Titsias's collapsed bound on inducing values at the first ``m`` data of
@@ -43,16 +43,16 @@ import math
 import torch
 from pyro.nn import PyroModule
 
-from ..errors import NonFiniteError, NotPositiveDefiniteError
-from ..gp.inducing import InducingJoint
-from ..gp.joint import JointGaussian
-from ..gp.posterior import jittered_cholesky
-from ..gp.sparse_cholesky import maximin_order
-from ..kernels.operators import OperatorCovariance
-from ..physics.collocation import maximin_subset
-from ..physics.condition import Condition
-from ..physics.derivatives import Inputs
-from ..physics.linearise import linearise, residual_parts, unused_coefficients
+from ...errors import NonFiniteError, NotPositiveDefiniteError
+from ...gp.inducing import InducingJoint
+from ...gp.joint import JointGaussian
+from ...gp.posterior import jittered_cholesky
+from ...gp.sparse_cholesky import maximin_order
+from ...kernels.operators import OperatorCovariance
+from ...physics.collocation import maximin_subset
+from ...physics.condition import Condition
+from ...physics.derivatives import Inputs
+from ...physics.linearise import linearise, residual_parts, unused_coefficients
 
 __all__ = ["EquationJoint", "INDUCING_DATA"]
 

@@ -17,12 +17,12 @@ from pyro.contrib.gp.kernels import Kernel
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
-from ..checks import (as_inputs, as_targets, equation_input_names, warn, warn_if_interrupted,
+from ...checks import (as_inputs, as_targets, equation_input_names, warn, warn_if_interrupted,
                       without_repeats)
-from ..gp.standardise import Standardizer
-from ..kernels.se import se_ard
-from ..param_scope import own_parameters
-from ..physics.term import PhysicsTerm
+from ...gp.standardise import Standardizer
+from ...kernels.se import se_ard
+from ...param_scope import own_parameters
+from ...physics.term import PhysicsTerm
 
 __all__ = ["GPModel"]
 

@@ -10,14 +10,14 @@ import math
 import scipy.optimize
 import torch
 
-from ..physics.collocation import maximin_subset
+from ...physics.collocation import maximin_subset
 
 __all__ = ["learn_lengthscale"]
 
 
 def learn_lengthscale(solver, candidates=(3.5,)):
     r"""The lengthscale (``(d,)``, user units) and smoothness of a sparse solver
-    (:class:`~pyro_pidkl.models.sparse_solver.SparseCholeskySolver`) that maximise the log
+    (:class:`~pyro_pidkl.models.conditioning.sparse_solver.SparseCholeskySolver`) that maximise the log
     marginal likelihood of the data and the linearised equation on a maximin subset of
     ``learn_points`` collocation points (and as many data points in proportion),
     alternated with Gauss-Newton on that subset (dense), for each smoothness in

@@ -6,7 +6,7 @@ residuals at the jets of the data-only GPs' means; it is cheap, but the scale of
 nobody measured trades off against the coefficients that multiply it. Shooting
 (:meth:`TrajectoryMatching.match_trajectories`) fits the coefficients and the initial states
 to the data through the ODE's own trajectories, from a design of starts
-(:mod:`~pyro_pidkl.models.system_starts`), and sets the linearisation point and the GPs'
+(:mod:`~pyro_pidkl.models.conditioning.starts`), and sets the linearisation point and the GPs'
 priors from the trajectory found (:meth:`TrajectoryMatching._apply_shooting`). The ODE's own
 trajectory from the fitted model is also what the adequacy check compares with the data
 (:meth:`TrajectoryMatching._trajectory_misfit`).
@@ -19,12 +19,12 @@ import math
 import numpy as np
 import torch
 
-from ..gp.data_fit import fit_data_only
-from ..kernels.operators import OperatorCovariance
-from ..physics.collocation import maximin_subset
-from ..physics.linearise import JetField
-from .system_stages import shooting_observations
-from .system_starts import shoot_from_many_starts
+from ...gp.data_fit import fit_data_only
+from ...kernels.operators import OperatorCovariance
+from ...physics.collocation import maximin_subset
+from ...physics.linearise import JetField
+from ..conditioning.stages import shooting_observations
+from ..conditioning.starts import shoot_from_many_starts
 
 __all__ = ["TrajectoryMatching"]
 
@@ -128,7 +128,7 @@ class TrajectoryMatching:
         multiple, then single shooting, from a design of starts around the user's
         coefficients and the current ones (:meth:`match_gradients` gives them), the initial
         states of outputs nobody measured searched too
-        (:func:`~pyro_pidkl.models.system_starts.shoot_from_many_starts`; with
+        (:func:`~pyro_pidkl.models.conditioning.starts.shoot_from_many_starts`; with
         ``multistart=0``, or ``segments`` given, from the current coefficients and jets
         alone: :func:`~pyro_pidkl.infer.shooting.fit_by_shooting`). Where that ends below
         where it started, the coefficients are set, and so is the linearisation point: the
@@ -140,7 +140,7 @@ class TrajectoryMatching:
         :returns: the :class:`~pyro_pidkl.infer.shooting.ShootingResult`, or ``None`` when
             the system is not an explicit ODE, nothing is observed, or a learned coefficient
             is not a scalar."""
-        from ..infer.shooting import fit_by_shooting
+        from ...infer.shooting import fit_by_shooting
         ode = self.ode
         if ode is None or not sum(self.counts) or any(
                 getattr(owner, p + "_unconstrained").numel() != 1

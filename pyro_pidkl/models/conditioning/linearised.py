@@ -2,7 +2,7 @@ r"""What a GP conditioned on a linearised equation (or system) does with it: dam
 Gauss-Newton to the posterior mean, the pure, cached solution at the current parameters,
 the one method that moves the linearisation point, and the check that the fitted model's
 data and equation agree. The parameters' priors and Laplace uncertainty are
-:mod:`~pyro_pidkl.models.parameter_uncertainty`'s.
+:mod:`~pyro_pidkl.models.conditioning.parameter_uncertainty`'s.
 
 :class:`LinearisedConditioning` is a mixin of
 :class:`~pyro_pidkl.models.PhysicsConditionedGP` and
@@ -20,12 +20,12 @@ import math
 
 import torch
 
-from ..checks import positive_int, warn
-from ..diagnostics.adequacy import Adequacy, ModelMisfitWarning
-from ..errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
-from ..param_scope import own_parameters
-from ..physics.collocation import maximin_subset
-from ..physics.linearise import relative
+from ...checks import positive_int, warn
+from ...diagnostics.adequacy import Adequacy, ModelMisfitWarning
+from ...errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
+from ...param_scope import own_parameters
+from ...physics.collocation import maximin_subset
+from ...physics.linearise import relative
 
 __all__ = ["ConvergenceWarning", "GaussNewtonResult", "LinearisedConditioning"]
 
