@@ -357,6 +357,7 @@ def against_the_exact_posterior(recs):
 
 
 def main(argv=None):
+    global DRAWS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--summary", action="store_true")
@@ -366,7 +367,6 @@ def main(argv=None):
     p.add_argument("--draws", type=int, default=DRAWS,
                    help="NUTS warm-up and kept draws per chain (numpyro, statespace_nuts)")
     args = p.parse_args(argv)
-    global DRAWS
     DRAWS = args.draws
     methods = args.methods.split(",")
     if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON") and not args.summary:
