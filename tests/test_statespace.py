@@ -247,7 +247,7 @@ def test_bad_input_is_refused_in_one_line():
     with pytest.raises(ValueError, match="explicit ODE"):
         pk.StateSpaceGP(implicit, (torch.linspace(0, 1, 5), torch.ones(5)))
     system, t, x_obs = _spring()
-    with pytest.raises(ValueError, match="outputs among"):
+    with pytest.raises(ValueError, match="unknown output"):
         pk.StateSpaceGP(system, {"y": (t, x_obs)})
     with pytest.raises(TypeError, match="EquationSystem"):
         pk.StateSpaceGP(lambda f: f, (t, x_obs))

@@ -23,6 +23,7 @@ import torch
 from pyro.nn import PyroModule, pyro_method
 
 from ..physics.equation import Equation
+from ..physics.observations import output_scales, split_by_output
 from ..physics.ode import explicit_ode
 from ..physics.scalar_ode import equation_ode
 from ..physics.system import EquationSystem
@@ -40,13 +41,6 @@ SEARCH_DATA = 200
 COARSE_NODES = 24
 
 
-def _scale(y):
-    if not len(y):
-        return 1.0
-    s = float(np.std(y))
-    return s if s > 1e-8 * max(float(np.abs(y).max()), 1e-300) else max(float(np.abs(y).max()), 1.0)
-
-
 def _thin(t, y, most):
     """At most ``most`` of the data ``(t, y)``, evenly spaced in their order."""
     if len(t) <= most:
@@ -61,8 +55,10 @@ class StateSpaceGP(PyroModule):
 
     :param equation: an :class:`~pyro_pidkl.physics.EquationSystem` or an
         :class:`~pyro_pidkl.physics.Equation`, in one input.
-    :param data: ``{output: (t, y)}`` for a system (outputs left out are never measured);
-        ``(t, y)`` for an equation. ``t`` ``(n,)`` or ``(n, 1)``.
+    :param data: ``{output: (t, y)}`` for a system (outputs left out are never measured) or
+        its wide form ``(t, Y)`` (``NaN`` where not measured;
+        :func:`~pyro_pidkl.physics.observations.split_by_output`); ``(t, y)`` for an
+        equation. ``t`` ``(n,)`` or ``(n, 1)``.
     :param domain: a :class:`~pyro_pidkl.physics.Box` over the input: the span solved on
         (default: the data's).
     :param int nodes: uniform nodes over the span, besides the data's times (default
@@ -98,9 +94,6 @@ class StateSpaceGP(PyroModule):
                                  f"{equation.inputs}")
             ode = explicit_ode(equation)
             self.outputs, self.components = tuple(equation.outputs), tuple(equation.outputs)
-            if not isinstance(data, dict):
-                raise TypeError(f"Expected data as {{output: (t, y)}} for a system; got "
-                                f"{type(data).__name__}")
         elif isinstance(equation, Equation):
             if len(equation.inputs) != 1:
                 raise ValueError(f"Expected an equation in one input (time); got inputs "
@@ -119,41 +112,23 @@ class StateSpaceGP(PyroModule):
             raise ValueError(f"Expected an explicit ODE (f' = F(t, f), or the highest "
                              f"derivative entering linearly) for the state-space solver; "
                              f"{equation.name!r} is not one")
-        unknown = [k for k in data if k not in self.outputs]
-        if unknown:
-            raise ValueError(f"Expected data for outputs among {self.outputs}; got "
-                             f"{tuple(unknown)}")
         self.equation, self.ode = equation, ode
-        observations, sizes = [], []
-        for c, name in enumerate(self.components):
-            if name in data:
-                t, y = (torch.as_tensor(a, dtype=torch.float64).detach() for a in data[name])
-                t = t.reshape(-1)
-                if y.shape != t.shape:
-                    raise ValueError(f"Expected t and y of output {name!r} to have the same "
-                                     f"length; got {tuple(t.shape)} and {tuple(y.shape)}")
-                if not (torch.isfinite(t).all() and torch.isfinite(y).all()):
-                    raise ValueError(f"Expected finite data for output {name!r}")
-                order_ = torch.argsort(t)
-                observations.append((t[order_].numpy(), y[order_].numpy()))
-            else:
-                observations.append((np.zeros(0), np.zeros(0)))
-            sizes.append(_scale(observations[-1][1]))
-        sizes[1:] = [sizes[0] if name not in data and not isinstance(equation, EquationSystem)
-                     else s for name, s in zip(self.components[1:], sizes[1:])]
-        unknown = [k for k in (scales or {}) if k not in self.components]
-        if unknown:
-            raise ValueError(f"Expected scales for outputs among {self.components}; got "
-                             f"{tuple(unknown)}")
-        self.guesses = {}
-        for name, s in (scales or {}).items():
-            loc, size = (None, s) if np.ndim(s) == 0 else tuple(s)
-            if not float(size) > 0:
-                raise ValueError(f"Expected scales[{name!r}] = size > 0 or (loc, size > 0); "
-                                 f"got {s}")
-            sizes[self.components.index(name)] = float(size)
-            if loc is not None:
-                self.guesses[self.components.index(name)] = float(loc)
+        # the outputs' data (long or wide form) and sizes, as every model reads them
+        parts, _ = split_by_output(data, self.outputs, equation.inputs)
+        observations = []
+        for X, y in parts + [(torch.zeros(0, 1), torch.zeros(0))] * (
+                len(self.components) - len(self.outputs)):
+            order_ = torch.argsort(X[:, 0])
+            observations.append((X[order_, 0].numpy(), y[order_].numpy()))
+        given = dict(scales or {})
+        locs, sizes = output_scales([y for _, y in observations], self.components, given)
+        # a single equation's derivatives nobody measured: the output's size
+        if not isinstance(equation, EquationSystem):
+            sizes[1:] = [sizes[0] if name not in given else size
+                         for name, size in zip(self.components[1:], sizes[1:])]
+        # where the initial value of a component nobody measured is guessed to be
+        self.guesses = {c: locs[c] for c in range(len(self.components))
+                        if not len(observations[c][0])}
         times = np.concatenate([o[0] for o in observations])
         if not len(times):
             raise ValueError("Expected data for at least one output")

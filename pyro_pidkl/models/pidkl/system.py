@@ -32,7 +32,7 @@ from ...physics.system import EquationSystem
 from ...physics.system_term import SystemPhysicsTerm
 from ...checks import UnfittedModelWarning, warn_if_interrupted
 from .exact_gp import ExactGP
-from ..data import split_by_output
+from ...physics.observations import split_by_output
 
 __all__ = ["SystemPIDKL"]
 
@@ -42,7 +42,7 @@ class SystemPIDKL(PyroModule):
 
     :param system: the system; its unknown coefficients are learned as point estimates.
     :param data: ``{output: (X_c, y_c)}`` or ``(X, Y)`` with ``NaN`` where not observed
-        (:func:`~pyro_pidkl.models.data.split_by_output`); every output needs at
+        (:func:`~pyro_pidkl.physics.observations.split_by_output`); every output needs at
         least two observations.
     :param input_names: the inputs' names (default the system's).
     :param gamma, m, domain, source_inputs, draw, source_jitter: the physics term's

@@ -47,7 +47,7 @@ from ...param_scope import own_parameters
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
 from .counts import CountObservations, likelihood_kinds
-from ..data import split_by_output
+from ...physics.observations import output_scales, split_by_output
 from .conditions import SystemConditions
 from .joint import SystemJoint
 from .matching import TrajectoryMatching
@@ -90,7 +90,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     :param system: an :class:`~pyro_pidkl.physics.EquationSystem`.
     :param data: ``{output: (X_c, y_c)}`` (each output at its own inputs; outputs left out
         are never observed) or ``(X, Y)`` with ``Y`` ``(N, C)`` and ``NaN`` where not
-        observed (:func:`~pyro_pidkl.models.data.split_by_output`).
+        observed (:func:`~pyro_pidkl.physics.observations.split_by_output`).
     :param input_names: the names of the input columns (default: the system's ``inputs``).
     :param domain: a :class:`~pyro_pidkl.physics.Box` where the system holds (default: the
         data's box; give the whole interval to predict beyond the data).
@@ -99,9 +99,10 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
     :param float residual_noise: :math:`\tau`, each equation's residual variance relative to
         its prior variance at the point (as :class:`PhysicsConditionedGP`).
-    :param scales: ``{output: (loc, scale)}``: where an output's prior is centred and its
-        size, in user units (default: its data's mean and spread; for an output never
-        observed, ``(0, 1)``: give them when its size is known roughly).
+    :param scales: ``{output: (loc, scale)}`` (or ``scale`` alone): where an output's prior
+        is centred and its size, in user units (default: its data's mean and spread; for an
+        output never observed, ``(0, 1)``: give them when its size is known roughly;
+        :func:`~pyro_pidkl.physics.observations.output_scales`).
     :param learn_noise: learn each observed output's noise (``True``), hold it at
         ``noise`` (``False``), or (``None``, default) learn it for outputs with ten data or
         more.
@@ -154,26 +155,9 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         low, high = self.domain.low, self.domain.high
         self.register_buffer("x_loc", (low + high) / 2)
         self.register_buffer("x_scale", (high - low) / math.sqrt(12.0))
-        scales = dict(scales or {})
-        unknown = [k for k in scales if k not in self.outputs]
-        if unknown:
-            raise ValueError(f"Expected scales for outputs among {self.outputs}; got "
-                             f"{tuple(unknown)}")
+        locs, sds = output_scales([y for _, y in parts], self.outputs, scales)
         self.X_by_output, self._y_user, self.X_s, self._y_std = [], [], [], []
-        locs, sds = [], []
-        for o, (X, y) in zip(self.outputs, parts):
-            if o in scales:
-                loc, sd = (float(v) for v in scales[o])
-            elif y.shape[0]:
-                loc, sd = float(y.mean()), float(y.std(unbiased=False))
-                sd = sd if sd > 1e-8 * max(float(y.abs().max()), 1e-300) else \
-                    max(float(y.abs().max()), 1.0)
-            else:
-                loc, sd = 0.0, 1.0
-            if not (math.isfinite(loc) and sd > 0 and math.isfinite(sd)):
-                raise ValueError(f"Expected scales[{o!r}] = (loc, scale > 0); got {(loc, sd)}")
-            locs.append(loc)
-            sds.append(sd)
+        for (X, y), loc, sd in zip(parts, locs, sds):
             self.X_by_output.append(X)
             self._y_user.append(y)
             self.X_s.append((X - self.x_loc) / self.x_scale)

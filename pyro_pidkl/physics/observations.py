@@ -1,15 +1,18 @@
-r"""Observations of a system's outputs, in long or wide form, checked and split by output.
+r"""Observations of a system's outputs, in long or wide form, checked and split by output,
+and each output's typical location and size (one rule for every model that takes them).
 
 Long form: ``{"P": (t_P, y_P), "M": (t_M, y_M)}``, each output observed at its own inputs;
 an output that is not a key is never observed. Wide form: ``(X, Y)`` with ``Y`` ``(N, C)``
 in the order of the system's outputs and ``NaN`` where an output was not measured.
 """
 
+import math
+
 import torch
 
 from ..checks import _to_tensor, as_inputs, as_targets, without_repeats
 
-__all__ = ["split_by_output"]
+__all__ = ["output_scales", "split_by_output", "typical_size"]
 
 
 def split_by_output(data, outputs, input_names, dtype=torch.float64):
@@ -59,3 +62,53 @@ def split_by_output(data, outputs, input_names, dtype=torch.float64):
     parts = {o: without_repeats(X, y, f"output {o!r}") for o, (X, y) in parts.items()}
     empty = (torch.zeros(0, d, dtype=dtype), torch.zeros(0, dtype=dtype))
     return [parts.get(o, empty) for o in outputs], tuple(names)
+
+
+def typical_size(y):
+    r"""An output's typical size from its data ``y`` ``(n,)``: their standard deviation
+    (:math:`1/n`), or, for data that do not vary (a constant, one datum), their largest
+    magnitude (at least 1); 1 without data."""
+    y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+    if not y.numel():
+        return 1.0
+    top = float(y.abs().max())
+    sd = float(y.std(unbiased=False)) if y.numel() > 1 else 0.0
+    return sd if sd > 1e-8 * max(top, 1e-300) else max(top, 1.0)
+
+
+def output_scales(ys, outputs, scales=None):
+    r"""Each output's location and size ``(locs, sizes)`` (lists in the order of
+    ``outputs``): the user's ``scales[output]`` (``(loc, size)``, or ``size`` alone with the
+    location from the data, 0 without), else the data's mean and :func:`typical_size`, else
+    ``(0, 1)`` for an output nobody measured.
+
+    :param ys: each output's data ``(n_c,)`` (empty where never measured).
+    :raises ValueError: a scale for an unknown output, or one that is not ``size > 0`` or
+        ``(loc, size > 0)``, in one line."""
+    scales = dict(scales or {})
+    unknown = [k for k in scales if k not in outputs]
+    if unknown:
+        raise ValueError(f"Expected scales for outputs among {tuple(outputs)}; got "
+                         f"{tuple(unknown)}")
+    locs, sizes = [], []
+    for o, y in zip(outputs, ys):
+        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+        loc = float(y.mean()) if y.numel() else 0.0
+        size = typical_size(y)
+        if o in scales:
+            given = scales[o]
+            try:
+                pair = [float(v) for v in given] if isinstance(given, (tuple, list)) \
+                    else [float(given)]
+            except (TypeError, ValueError):
+                pair = []
+            if len(pair) not in (1, 2):
+                raise ValueError(f"Expected scales[{o!r}] = size > 0 or (loc, size > 0); got "
+                                 f"{given!r}")
+            loc, size = (loc, pair[0]) if len(pair) == 1 else pair
+        if not (math.isfinite(loc) and math.isfinite(size) and size > 0):
+            raise ValueError(f"Expected scales[{o!r}] = size > 0 or (loc, size > 0); got "
+                             f"{(loc, size)}")
+        locs.append(loc)
+        sizes.append(size)
+    return locs, sizes
