@@ -32,9 +32,14 @@ the posterior's 95% interval.
 
     python benchmarks/systems.py                 # records in docs/results/systems.jsonl
     PIDKL_PEER_PYTHON=~/peer/bin/python python benchmarks/systems.py --methods numpyro
+    PIDKL_PEER_PD_PYTHON=~/peer_pd/bin/python python benchmarks/systems.py --methods probdiffeq
     python benchmarks/systems.py --summary
 
-(the peer's environment: ``python -m venv ~/peer && ~/peer/bin/pip install numpyro``)
+(the peers' environments: ``python -m venv ~/peer && ~/peer/bin/pip install numpyro``;
+``python -m venv ~/peer_pd && ~/peer_pd/bin/pip install "jax[cpu]" probdiffeq==0.9.2 equinox
+scipy``). The probabilistic-numerics peer (``probdiffeq``, for the four ODEs): probdiffeq's
+Fenrir fit from the library's starting values (``benchmarks/peers/probdiffeq_ode.py``:
+its ODE filter's marginal likelihood, L-BFGS through diffusion tempering, Laplace).
 """
 
 import argparse
@@ -48,7 +53,7 @@ import records  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
-METHODS = ("system", "statespace", "pidkl", "skl", "dkl", "numpyro", "magi")
+METHODS = ("system", "statespace", "pidkl", "skl", "dkl", "numpyro", "probdiffeq", "magi")
 # not run by default (minutes): "statespace_nuts", NUTS on the state-space likelihood
 
 
@@ -100,8 +105,8 @@ def run(name, method, seed):
                 "covered95": bool(v["lower"] <= true <= v["upper"]),
                 "lower": v["lower"], "upper": v["upper"],
                 "identified": bool(v["identified"])}
-    elif method == "numpyro":
-        peer = run_peer(p, seed)
+    elif method in ("numpyro", "probdiffeq"):
+        peer = run_peer(p, seed, peer=method)
         if "refused" in peer:
             return {"outputs": {}, "coefficients": {}, "seconds": 0.0, **peer}
         for n, v in peer["coefficients"].items():
@@ -116,7 +121,7 @@ def run(name, method, seed):
         var_test = torch.stack([v[:T] for _, v in pred], 1)
         mean_grid = torch.stack([m[T:] for m, _ in pred], 1)
         var_grid = torch.stack([v[T:] for _, v in pred], 1)
-        out.update(peer_seconds=peer["seconds"], divergences=peer["divergences"],
+        out.update(peer_seconds=peer["seconds"], divergences=peer.get("divergences"),
                    versions=peer["versions"], settings=peer["settings"])
     elif method == "magi":
         return run_magi(p, seed)
@@ -152,7 +157,7 @@ def run(name, method, seed):
                 "observed": True,
                 "rmse": pk.rmse(mean_test[:, c], truth_test[:, c]),
                 "coverage95": pk.coverage(mean_test[:, c], var_test[:, c], truth_test[:, c])}
-        elif method in ("system", "statespace", "statespace_nuts", "numpyro"):
+        elif method in ("system", "statespace", "statespace_nuts", "numpyro", "probdiffeq"):
             rng = float(truth_grid[:, c].max() - truth_grid[:, c].min())
             rmse = pk.rmse(mean_grid[:, c], truth_grid[:, c])
             out["outputs"][o] = {
@@ -167,15 +172,18 @@ def run(name, method, seed):
 DRAWS = 1000
 
 
-def run_peer(p, seed, warmup=None, samples=None, chains=2):
+def run_peer(p, seed, warmup=None, samples=None, chains=2, peer="numpyro"):
     """NumPyro's NUTS on the exact ODE likelihood of problem ``p``
-    (``benchmarks/peers/numpyro_ode.py``, run by ``PIDKL_PEER_PYTHON``): its JSON answer, or
-    ``{"refused": why}``."""
+    (``benchmarks/peers/numpyro_ode.py``, run by ``PIDKL_PEER_PYTHON``), or with ``peer=
+    "probdiffeq"`` probdiffeq's Fenrir fit from the library's starting values
+    (``benchmarks/peers/probdiffeq_ode.py``, run by ``PIDKL_PEER_PD_PYTHON``): its JSON
+    answer, or ``{"refused": why}``."""
     import math
     import torch
-    python = os.environ.get("PIDKL_PEER_PYTHON")
+    variable = "PIDKL_PEER_PYTHON" if peer == "numpyro" else "PIDKL_PEER_PD_PYTHON"
+    python = os.environ.get(variable)
     if not python:
-        return {"refused": "no peer interpreter (set PIDKL_PEER_PYTHON)"}
+        return {"refused": f"no peer interpreter (set {variable})"}
     if p.name not in ("fitzhugh_nagumo", "lotka_volterra", "sir", "hes1"):
         return {"refused": "not an ODE the peer script writes"}
     t0 = min([float(p.domain.bounds["t"][0])]
@@ -191,8 +199,11 @@ def run_peer(p, seed, warmup=None, samples=None, chains=2):
             "chains": chains,
             # the reference posterior in the truth's basin: chains start at the truth
             "init": {**{"log_" + n: math.log(v) for n, v in p.coefficients.items()},
-                     **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}}}
-    return records.call_peer(python, spec)
+                     **{"x0_" + o: float(v) for o, v in zip(p.system.outputs, start)}},
+            # where a fit starts (probdiffeq's): the library's generic guess
+            "start": {n: float(getattr(p.system, n).detach()) for n in p.system.parameter_names}}
+    return records.call_peer(python, spec, peer=peer + "_ode.py",
+                             env={"OMP_NUM_THREADS": "1"})
 
 
 def run_magi(p, seed, niter=20000):
@@ -372,6 +383,11 @@ def main(argv=None):
     if "numpyro" in methods and not os.environ.get("PIDKL_PEER_PYTHON") and not args.summary:
         print("numpyro left out: set PIDKL_PEER_PYTHON to an interpreter with numpyro and jax")
         methods.remove("numpyro")
+    if "probdiffeq" in methods and not os.environ.get("PIDKL_PEER_PD_PYTHON") \
+            and not args.summary:
+        print("probdiffeq left out: set PIDKL_PEER_PD_PYTHON to an interpreter with probdiffeq, "
+              "jax, equinox and scipy")
+        methods.remove("probdiffeq")
     if "magi" in methods and not os.environ.get("PIDKL_PEER_RSCRIPT") and not args.summary:
         print("magi left out: set PIDKL_PEER_RSCRIPT to an Rscript with the magi package")
         methods.remove("magi")
@@ -381,7 +397,7 @@ def main(argv=None):
              lambda n=name, m=method, s=seed: run(n, m, s))
             for name in args.problems.split(",") for method in methods
             for seed in records.seeds(args.seeds)
-            if (method != "numpyro" or name != "reaction_diffusion")
+            if (method not in ("numpyro", "probdiffeq") or name != "reaction_diffusion")
             and (method != "magi" or name == "hes1")], _key)
     print(summary(args.out))
 
