@@ -7,7 +7,8 @@ the same right-hand side (the library's ``ExplicitODE.rhs``):
 - ``fixed``: ``ExplicitODE.integrate_fixed`` (the same method stepping to every distinct
   datum offset; what the search ran before),
 - ``torchode``: torchode's Dopri5 with per-row step control (``AutoDiffAdjoint``,
-  ``IntegralController`` at rtol 1e-4, atol 1e-6), where torchode is installed (it is not a
+  ``IntegralController`` at rtol 1e-4, atol 1e-6, at most 200 steps a row: a row that
+  needs more, a stiff or exploding start, is dropped), where torchode is installed (it is not a
   dependency: ``pip install torchode``, which pins ``typeguard<3`` through ``torchtyping``).
 
 Two measures: one batch of random trajectories (the integrator alone, its error against a
@@ -33,8 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyro_pidkl as pk  # noqa: E402
 
 
-def torchode_integrator(ode, rtol=1e-4, atol=1e-6):
-    """``integrate_uniform``'s signature by torchode (Dopri5, per-row step control)."""
+def torchode_integrator(ode, rtol=1e-4, atol=1e-6, max_steps=200):
+    """``integrate_uniform``'s signature by torchode (Dopri5, per-row step control; a row
+    not done in ``max_steps`` steps, a stiff or exploding start, is ``nan``: dropped)."""
     import torchode as to
 
     def integrate(x0, t_eval, values=None, t_offset=None, steps=8):
@@ -51,7 +53,8 @@ def torchode_integrator(ode, rtol=1e-4, atol=1e-6):
             return torch.where(torch.isfinite(d), d, torch.zeros_like(d))
         term = to.ODETerm(f)
         solver = to.AutoDiffAdjoint(to.Dopri5(term=term),
-                                    to.IntegralController(atol=atol, rtol=rtol, term=term))
+                                    to.IntegralController(atol=atol, rtol=rtol, term=term),
+                                    max_steps=max_steps)
         with torch.no_grad():
             sol = solver.solve(to.InitialValueProblem(
                 y0=x0, t_start=torch.zeros(B, dtype=x0.dtype),
