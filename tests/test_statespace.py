@@ -340,3 +340,29 @@ def test_nuts_posterior_of_a_decay_rate_matches_the_exact_posterior_on_a_grid():
     assert abs(float(drawn.mean()) - mean) < 0.25 * sd
     assert 0.75 < float(drawn.std()) / sd < 1.33
     assert float(draws.diagnostics["theta"]["r_hat"].max()) < 1.05
+
+
+def test_a_rate_run_to_zero_keeps_its_trade_off_in_the_laplace_intervals():
+    # f' = -(a + b) f: only a + b is seen. With b run to zero (its log at -69), the
+    # curvature in log b vanishes and a alone would look pinned; taken in b itself, the
+    # trade-off shows and a is as free as the data leave it
+    from pyro_pidkl.statespace.fit import laplace
+    t, y = _decay_data()
+    eq = Equation(lambda f, x, a, b: f.d("t") + (a + b) * f, inputs=("t",),
+                  a=Parameter(1.0), b=Parameter(1.0))
+    model = pk.StateSpaceGP(eq, (torch.as_tensor(t), torch.as_tensor(y)), starts=0)
+    pk.fit(model, progress=False)
+    fit = model.result
+    fit.v = fit.v.copy()
+    total = math.exp(fit.v[0]) + math.exp(fit.v[1])
+    fit.v[0], fit.v[1] = math.log(total), math.log(total) - 70.0
+    assert model._at_zero(fit.v) == [1]
+    decoupled = laplace(model.filter, fit).cov[0, 0]
+    assert 0 < decoupled < 0.01                        # a alone: pinned to a few percent
+    coupled = laplace(model.filter, fit, [1])
+    assert not (0 < coupled.cov[0, 0] < 1.0)           # a trades off against b: free
+    assert np.isfinite(coupled.hessian).all() and fit.boundary == [1]
+    model.result = coupled
+    iv = model.coefficient_intervals(0.9)
+    assert not iv["a"]["identified"] and not iv["b"]["identified"]
+    assert iv["b"]["lower"] == 0.0 and iv["b"]["upper"] > 0.5

@@ -34,6 +34,7 @@ class FilterFit:
     seconds: float = 0.0
     stages: list = field(default_factory=list)
     hessian: np.ndarray = None
+    boundary: list = field(default_factory=list)
 
 
 def _objective(filt, u_star, floor, counter):
@@ -118,21 +119,50 @@ def fit_ode_filter(filt, v0, u_star, floors=(1e4, 1e2, 1.0), relinearise=6, tol=
                      float(out["diffusion"]), counter[0], time.perf_counter() - began, stages)
 
 
-def laplace(filt, fit):
-    r"""The Laplace covariance of :math:`v` at ``fit`` (a :class:`FilterFit` of the final
-    stage): the inverse of the Hessian of :math:`-\log p(y \mid o = 0)` by autograd, set on
-    ``fit.cov`` (``inf`` where the Hessian is singular)."""
+def laplace(filt, fit, boundary=()):
+    r"""The Laplace covariance at ``fit`` (a :class:`FilterFit` of the final stage): the
+    inverse of the Hessian of :math:`-\log p(y \mid o = 0)` by autograd, set on
+    ``fit.cov`` (``inf`` where the Hessian is singular), the Hessian in :math:`v` on
+    ``fit.hessian``.
+
+    :param boundary: indices of positive coefficients run to zero (their log far below
+        any value the search tried; for one bounded below by :math:`a`, :math:`k - a`):
+        their curvature is taken in :math:`k = e^{v}` itself, where it is finite at zero, not in its log, where it
+        vanishes and would decouple the rate from the others (a rate that trades off
+        against another, as two reactions that consume the same species, would leave the
+        other's interval as narrow as if it were alone). ``fit.cov`` is then the
+        covariance of :math:`w` (:math:`w_j = k_j` for those, :math:`v` otherwise), and
+        ``fit.boundary`` lists them."""
     began = time.perf_counter()
+    boundary = sorted(int(j) for j in boundary)
     vt = torch.as_tensor(fit.v, dtype=torch.float64)
+    wt = vt.clone()
+    transforms = [t for _, t in filt.transforms]
+    for j in boundary:            # the coefficient's own value (its log is far out)
+        wt[j] = transforms[j](vt[j])
+
+    def loss_w(w):
+        return -filt.evidence(w, fit.u_star, direct=boundary)["log_evidence"]
     try:
-        H = torch.autograd.functional.hessian(
-            lambda w: -filt.evidence(w, fit.u_star)["log_evidence"], vt).numpy()
-        fit.hessian = 0.5 * (H + H.T)
-        fit.cov = np.linalg.inv(H) if np.isfinite(H).all() else None
+        Hw = torch.autograd.functional.hessian(loss_w, wt).numpy()
+        Hw = 0.5 * (Hw + Hw.T)
+        if boundary:           # the same curvature in v (chain rule) for the predictions
+            w = wt.clone().requires_grad_(True)
+            g, = torch.autograd.grad(loss_w(w), w)
+            d = np.ones(len(fit.v))
+            for j in boundary:
+                d[j] = float(transforms[j].log_abs_det_jacobian(vt[j], wt[j]).exp())
+            Hv = d[:, None] * Hw * d[None, :]
+            Hv[boundary, boundary] += g.numpy()[boundary] * d[boundary]
+        else:
+            Hv = Hw
+        fit.hessian = Hv
+        fit.cov = np.linalg.inv(Hw) if np.isfinite(Hw).all() else None
     except (np.linalg.LinAlgError, RuntimeError, ValueError):
         fit.cov = None
     if fit.cov is None:
         fit.cov = np.full((len(fit.v), len(fit.v)), np.inf)
+    fit.boundary = boundary
     fit.stages.append({"hessian_seconds": time.perf_counter() - began})
     fit.seconds += time.perf_counter() - began
     return fit

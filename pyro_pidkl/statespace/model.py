@@ -40,6 +40,11 @@ SEARCH_DATA = 200
 #: uniform nodes of the loose stage's filter, besides the data's times
 COARSE_NODES = 24
 
+#: a positive coefficient more than this many times below the user's value has run to zero
+#: (the search's design spans a thousand either way): its Laplace curvature is taken in the
+#: rate, not its log (:meth:`StateSpaceGP._at_zero`)
+AT_ZERO = 1e6
+
 
 def _thin(t, y, most):
     """At most ``most`` of the data ``(t, y)``, evenly spaced in their order."""
@@ -222,7 +227,7 @@ class StateSpaceGP(PyroModule):
         if best is None:
             raise RuntimeError("The state-space fit failed from every start")
         clock["refine"] = time.perf_counter()
-        self.result = laplace(self.filter, best)
+        self.result = laplace(self.filter, best, self._at_zero(best.v))
         self.result.stages.append({
             "loose_seconds": clock["loose"] - clock["began"],
             "loose_evaluations": loose.evaluations if loose is not None else 0,
@@ -255,6 +260,17 @@ class StateSpaceGP(PyroModule):
         self._set_coefficients()
         self._out = None
         return self.result
+
+    def _at_zero(self, v):
+        """Indices of positive (or bounded below) coefficients run to their bound: more
+        than :data:`AT_ZERO` times below the user's value in :math:`e^v` (far outside the search's design, a thousand either way),
+        whose Laplace curvature is taken in the rate itself
+        (:func:`~pyro_pidkl.statespace.fit.laplace`)."""
+        start = self._start()[0]
+        bounded = type(torch.distributions.constraints.positive)     # greater_than(a)
+        return [k for k, (name, _) in enumerate(self.filter.transforms)
+                if isinstance(self.specs[name].constraint, bounded)
+                and v[k] < start[k] - math.log(AT_ZERO)]
 
     def _set_coefficients(self):
         """The equation's coefficients set from the fit's :math:`v`."""
@@ -344,14 +360,25 @@ class StateSpaceGP(PyroModule):
         "identified"}}`` from the Laplace covariance, the normal interval in each
         coefficient's unconstrained space mapped through its constraint (as the conditioned
         GPs'); ``identified`` where the unconstrained standard deviation is finite and below
-        1."""
+        1. A rate run to zero (:meth:`_at_zero`) gets ``[0, k + z sd_k]`` from the
+        curvature in the rate itself, unidentified, and the others' intervals carry its
+        trade-off with them."""
         from ..infer.exact_fit import normal_intervals
         P = self.filter.P
         var = np.diag(self.result.cov)[:P]
         sd = np.where(np.isfinite(var) & (var >= 0), np.sqrt(np.abs(var)), np.inf)
         names = [n for n, _ in self.filter.transforms]
-        return normal_intervals(names, [t for _, t in self.filter.transforms],
-                                self.result.v[:P], sd, sd < 1.0, prob)
+        out = normal_intervals(names, [t for _, t in self.filter.transforms],
+                               self.result.v[:P], sd, sd < 1.0, prob)
+        # a rate run to zero: its variance is the rate's own (fit.laplace), its interval
+        # one-sided from zero, and it is not identified (the data allow it to vanish)
+        z = float(torch.distributions.Normal(0.0, 1.0).icdf(
+            torch.tensor(0.5 + prob / 2, dtype=torch.float64)))
+        for j in getattr(self.result, "boundary", []):
+            low = float(self.specs[names[j]].constraint.lower_bound)
+            out[names[j]].update(lower=low, upper=out[names[j]]["value"] + z * sd[j],
+                                 sd=float(sd[j]), identified=False)
+        return out
 
     def forward(self, t_new, parameter_uncertainty=None):
         r"""Posterior means and variances of the outputs at times ``t_new`` ``(T,)`` or

@@ -91,8 +91,12 @@ class ODEFilter:
         P, C = self.P, self.C
         return v[:P], v[P:P + C], v[P + C:]
 
-    def values(self, theta):
-        return {n: t(theta[k]) for k, (n, t) in enumerate(self.transforms)}
+    def values(self, theta, direct=()):
+        """The coefficients ``{name: value}`` from their unconstrained ``theta``; those at
+        ``direct`` are the values themselves (:func:`~pyro_pidkl.statespace.fit.laplace`'s
+        curvature of a rate at zero)."""
+        return {n: theta[k] if k in direct else t(theta[k])
+                for k, (n, t) in enumerate(self.transforms)}
 
     def _F(self, t, u, values):
         """The ODE in the solver's units: :math:`F(t, s u) / s` ``(B, C)``."""
@@ -140,13 +144,14 @@ class ODEFilter:
         return torch.stack(parts, 1).reshape(-1)                           # output-major
 
     # -- the likelihood ---------------------------------------------------------------
-    def evidence(self, v, u_star, floor=0.0, smooth=False):
+    def evidence(self, v, u_star, floor=0.0, smooth=False, direct=()):
         r""":math:`\log p(y \mid o = 0)` at ``v`` (module docstring) around ``u_star``,
         the diffusion at :math:`\max(\hat\sigma^2, \text{floor})`; with ``smooth`` also the
         smoothed means and covariances at the nodes and the filter's state (for
-        predictions)."""
+        predictions); the coefficients at ``direct`` are given as values, not
+        unconstrained."""
         theta, u0, log_sd = self.split(v)
-        values = self.values(theta)
+        values = self.values(theta, direct)
         Ho, zo = self.linearise(values, u_star)
         N, C, D = len(self.t), self.C, self.C * (self.q + 1)
         m0 = self.initial_state(values, u0)
