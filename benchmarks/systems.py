@@ -54,7 +54,10 @@ import records  # noqa: E402
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "systems.jsonl")
 PROBLEMS = ("fitzhugh_nagumo", "hes1", "lotka_volterra", "sir", "reaction_diffusion")
 METHODS = ("system", "statespace", "pidkl", "skl", "dkl", "numpyro", "probdiffeq", "magi")
-# not run by default (minutes): "statespace_nuts", NUTS on the state-space likelihood
+# the summary's order of every method, those asked for by name last
+ORDER = METHODS + ("statespace_nuts", "exact")
+# not run by default: "statespace_nuts" (NUTS on the state-space likelihood: minutes) and
+# "exact" (the exact-ODE least-squares fit, pk.fit_exact, on the four ODEs)
 
 
 def run(name, method, seed):
@@ -125,6 +128,8 @@ def run(name, method, seed):
                    versions=peer["versions"], settings=peer["settings"])
     elif method == "magi":
         return run_magi(p, seed)
+    elif method == "exact":
+        return run_exact(p)
     elif method == "pidkl":
         if any(o not in p.data for o in outputs):      # its draws need data of every output
             return {"outputs": {}, "coefficients": {}, "seconds": 0.0,
@@ -164,6 +169,54 @@ def run(name, method, seed):
                 "observed": False, "rmse": rmse, "rmse_over_range": rmse / rng,
                 "coverage95": pk.coverage(mean_grid[:, c], var_grid[:, c], truth_grid[:, c])}
     out["seconds"] = seconds
+    return out
+
+
+def run_exact(p):
+    """The exact-ODE least-squares fit (``pk.fit_exact``: the textbook method, multiple then
+    single shooting from the library's starting values and a design of 128 more, LSODA,
+    Laplace intervals) on the data the state-space model reads: its record (coefficients;
+    each output's trajectory RMSE beyond the data, no band)."""
+    import math
+    import numpy as np
+    import torch
+    import pyro_pidkl as pk
+    from pyro_pidkl.infer.multistart import design_half_width
+    began = time.perf_counter()
+    model = pk.StateSpaceGP(p.system, p.data, domain=p.domain, scales=p.scales)
+    v0, _ = model._start()
+    filt, P, C = model.filter, model.filter.P, model.filter.C
+    scale = filt.scale.numpy()
+    hidden = [c for c in range(C) if c not in filt.measured]
+    found = pk.fit_exact(
+        model.ode, model.observations,
+        [(n, t, [float(v0[k])]) for k, (n, t) in enumerate(filt.transforms)],
+        np.array([v0[P:P + C] * scale]), model.t0,
+        max(float(t.max()) for t, _ in model.observations if len(t)), scale, design=127,
+        design_half=np.array([design_half_width(t, v0[k])
+                              for k, (_, t) in enumerate(filt.transforms)]),
+        design_states=np.array([3 * scale[c] if c in hidden else 0.0 for c in range(C)]))
+    out = {"outputs": {}, "coefficients": {}}
+    for n, v in found.intervals(0.95).items():
+        true = p.coefficients[n]
+        out["coefficients"][n] = {
+            "value": v["value"], "truth": true, "rel_error": abs(v["value"] - true) / abs(true),
+            "covered95": bool(v["lower"] <= true <= v["upper"]), "lower": v["lower"],
+            "upper": v["upper"], "identified": bool(v["identified"])}
+    grid = p.grid[:, 0].numpy()
+    order = np.argsort(grid)
+    traj = found.predict(model.ode, np.maximum(grid[order], model.t0))
+    truth = p.truth(p.grid)
+    for c, o in enumerate(p.system.outputs):
+        if traj is None:
+            out["outputs"][o] = {"observed": o in p.data, "rmse": math.inf}
+            continue
+        mean = torch.as_tensor(traj[c])[np.argsort(order)]
+        rng = float(truth[:, c].max() - truth[:, c].min())
+        rmse = pk.rmse(mean, truth[:, c])
+        out["outputs"][o] = {"observed": o in p.data, "rmse": rmse,
+                             "rmse_over_range": rmse / rng}
+    out["seconds"] = time.perf_counter() - began
     return out
 
 
@@ -262,13 +315,14 @@ def summary(path):
         for o, v in r["outputs"].items():
             by.setdefault((r["problem"], o, v["observed"], r["method"]), []).append(v)
     for (prob, o, observed, method), vs in sorted(by.items(), key=lambda kv: (
-            PROBLEMS.index(kv[0][0]), kv[0][1], METHODS.index(kv[0][3]))):
+            PROBLEMS.index(kv[0][0]), kv[0][1], ORDER.index(kv[0][3]))):
         label = o if observed else f"{o} (never observed; whole domain, RMSE / range)"
         rmse = records.median([v["rmse"] for v in vs])
         rel = ("" if observed else
                f" ({records.median([v['rmse_over_range'] for v in vs]):.1%} of its range)")
-        lines.append(f"| {prob} | {label} | {method} | {rmse:.3g}{rel} | "
-                     f"{records.median([v['coverage95'] for v in vs]):.2f} |")
+        band = ("—" if any("coverage95" not in v for v in vs) else
+                f"{records.median([v['coverage95'] for v in vs]):.2f}")
+        lines.append(f"| {prob} | {label} | {method} | {rmse:.3g}{rel} | {band} |")
     lines += ["", "| system | coefficient | truth | method | median estimate | median rel. "
               "error | 95% intervals covering (of them the whole range) | median seconds |",
               "|---|---|---|---|---|---|---|---|"]
@@ -277,7 +331,7 @@ def summary(path):
         for n, v in r["coefficients"].items():
             coefs.setdefault((r["problem"], n, r["method"]), []).append((v, r["seconds"]))
     for (prob, n, method), vs in sorted(coefs.items(), key=lambda kv: (
-            PROBLEMS.index(kv[0][0]), kv[0][1], METHODS.index(kv[0][2]))):
+            PROBLEMS.index(kv[0][0]), kv[0][1], ORDER.index(kv[0][2]))):
         covered = ("—" if "covered95" not in vs[0][0] else
                    f"{sum(v['covered95'] for v, _ in vs)}/{len(vs)} "
                    f"({sum(v['covered95'] and not v.get('identified', True) for v, _ in vs)})")
@@ -397,7 +451,7 @@ def main(argv=None):
              lambda n=name, m=method, s=seed: run(n, m, s))
             for name in args.problems.split(",") for method in methods
             for seed in records.seeds(args.seeds)
-            if (method not in ("numpyro", "probdiffeq") or name != "reaction_diffusion")
+            if (method not in ("numpyro", "probdiffeq", "exact") or name != "reaction_diffusion")
             and (method != "magi" or name == "hes1")], _key)
     print(summary(args.out))
 
