@@ -484,7 +484,37 @@ def numpyro_fit(problem, python):
                              env={"OMP_NUM_THREADS": "1"})
 
 
-METHODS = {"library": "library_fit", "statespace": "statespace_fit"}
+def probdiffeq_fit(problem):
+    """probdiffeq's Fenrir fit of the same problem from the user's starting values
+    (``peers/probdiffeq_random.py``, in the interpreter ``PIDKL_PEER_PD_PYTHON``: its own
+    environment), Laplace intervals in the log (identified where that sd is below 1, the
+    library's rule); an epidemic's counts refused."""
+    if problem["family"] == "epidemic":
+        return {"intervals": {}, "warnings": [], "error": "counts: not supported",
+                "verdict": None, "seconds": math.nan}
+    python = os.environ.get("PIDKL_PEER_PD_PYTHON")
+    if not python:
+        return {"intervals": {}, "warnings": [], "verdict": None, "seconds": math.nan,
+                "error": "no peer interpreter (set PIDKL_PEER_PD_PYTHON)"}
+    sys.path.insert(0, HERE)
+    import records
+    spec = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in problem.items()}
+    spec["truth"] = {str(k): float(v) for k, v in problem["truth"].items()}
+    spec["start"] = {str(k): float(v) for k, v in problem["start"].items()}
+    spec["held"] = {str(k): float(v) for k, v in problem.get("held", {}).items()}
+    out = records.call_peer(python, spec, peer="probdiffeq_random.py",
+                            env={"OMP_NUM_THREADS": "1"})
+    if "refused" in out:
+        return {"intervals": {}, "warnings": [], "error": out["refused"], "verdict": None,
+                "seconds": math.nan}
+    return {"intervals": {n: (v["mean"], v["lower"], v["upper"], bool(v["sd_log"] < 1.0))
+                          for n, v in out["coefficients"].items()},
+            "warnings": [], "error": None, "verdict": None, "seconds": out["seconds"],
+            "versions": out["versions"]}
+
+
+METHODS = {"library": "library_fit", "statespace": "statespace_fit",
+           "probdiffeq": "probdiffeq_fit"}
 
 
 def run_one(args):
@@ -636,8 +666,9 @@ def main():
     p.add_argument("--out", default=None, help="JSON lines, appended as each problem ends")
     p.add_argument("--summary", default=None, help="summarise a records file and stop")
     p.add_argument("--methods", default="library",
-                   help="the library's fits to run beside the exact fit: library (the "
-                        "conditioned GPs at defaults), statespace (pk.StateSpaceGP)")
+                   help="the fits to run beside the exact fit: library (the conditioned "
+                        "GPs at defaults), statespace (pk.StateSpaceGP), probdiffeq (the peer's "
+                        "Fenrir fit, PIDKL_PEER_PD_PYTHON)")
     p.add_argument("--numpyro", type=int, default=0,
                    help="NumPyro's NUTS on the first this many problems (PIDKL_PEER_PYTHON)")
     a = p.parse_args()

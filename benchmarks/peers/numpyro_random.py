@@ -36,41 +36,8 @@ from numpyro.diagnostics import summary  # noqa: E402
 from numpyro.infer import MCMC, NUTS, init_to_value  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-
-
-def vector_field(spec):
-    """``f(s, t, k)`` of the problem's family (``k`` a dict of every coefficient)."""
-    fam = spec["family"]
-    if fam == "growth":
-        nu = spec["nu"]
-        if spec["law"] == "gompertz":
-            return lambda s, t, k: jnp.stack([k["r"] * s[0] * jnp.log(k["K"] / s[0])])
-        return lambda s, t, k: jnp.stack([k["r"] * s[0] * (1 - (s[0] / k["K"]) ** nu)])
-    if fam == "oscillator":
-        A, w = spec["A"], spec["w"]
-        if spec["law"] == "polynomial":
-            return lambda s, t, k: jnp.stack([s[1], -k["c"] * s[1] - k["k"] * s[0]
-                                              - k["b"] * s[0] ** 3 + A * jnp.cos(w * t)])
-        return lambda s, t, k: jnp.stack([s[1], -k["c"] * s[1] - k["w2"] * jnp.sin(s[0])
-                                          + A * jnp.cos(w * t)])
-    if fam == "epidemic":
-        M = spec["M"]
-        return lambda s, t, k: jnp.stack([-k["beta"] * s[0] * jnp.exp(s[1]) / M,
-                                          k["beta"] * s[0] - k["gamma"]])
-    reactions, S = spec["reactions"], spec["species"]
-
-    def network(s, t, k):
-        d = [0.0] * S
-        for j, (a, b) in enumerate(reactions):
-            v = k[f"k{j}"]
-            for i in a:
-                v = v * s[i]
-            for i in a:
-                d[i] = d[i] - v
-            for i in b:
-                d[i] = d[i] + v
-        return jnp.stack([jnp.asarray(x) + 0.0 * s[0] for x in d])
-    return network
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from jax_odes import random_vector_field as vector_field  # noqa: E402
 
 
 def main():
