@@ -198,6 +198,7 @@ class _Batch:
         n = V.shape[1]
         S = self._states(V)                                                 # (B, K, C)
         cols = (V[:, None, :] + torch.diag_embed(h)[:, :P, :]).reshape(-1, n)  # (B P, n)
+        S_cols = self._states(cols)
         # every (segment k, component c) moved alone: its moved states (B, K, Cm, C)
         hs = h[:, P:].reshape(B, K, C)
         moved = S[:, :, None, :] + torch.diag_embed(hs)
@@ -207,11 +208,11 @@ class _Batch:
         # per moved state at its own segment's offset
         seg = np.tile(np.repeat(np.arange(K), C), B)
         tc, traj, pert = self._integrate([
-            (cols, self._states(cols), np.arange(K)), (V, S, np.arange(K)),
+            (cols, S_cols, np.arange(K)), (V, S, np.arange(K)),
             (V.repeat_interleave(K * C, 0), moved.reshape(B * K * C, 1, C), seg)])
         J = torch.empty(B, r.shape[1], n, dtype=V.dtype)
         if P:
-            rc = self._from_trajectories(cols, self._states(cols), tc).reshape(B, P, -1)
+            rc = self._from_trajectories(cols, S_cols, tc).reshape(B, P, -1)
             J[:, :, :P] = ((rc - r[:, None, :]) / h[:, :P, None]).transpose(1, 2)
         pert = pert.reshape(B, K, C, C, -1)                                # (B, k, cm, C, T)
         base_fit = traj[:, self.obs_k, self.obs_c, self.obs_j]              # (B, N)

@@ -97,6 +97,15 @@ class ExplicitODE:
         return sol.y.reshape(B, C, -1)
 
 
+    def _guarded(self, offset, values):
+        """:math:`F(t, y)` of a batch, without gradients, ``nan`` where it is not finite
+        (a trajectory that overflows stays ``nan``; the batch's others are unaffected)."""
+        def F(s, y):
+            with torch.no_grad():
+                d = self.rhs(offset + s, y, values)
+            return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
+        return F
+
     def integrate_fixed(self, x0, t_eval, values=None, t_offset=None, max_step=None):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time 0 with the classical
         fourth-order Runge-Kutta method at a fixed step, all in one batch, and return them
@@ -118,28 +127,18 @@ class ExplicitODE:
         span = float(t_eval[-1]) if t_eval.size else 0.0
         h_max = float(max_step) if max_step else max(span / 64.0, 1e-12)
         out, t = [], 0.0
-
-        def F(s, y):
-            with torch.no_grad():
-                d = self.rhs(offset + s, y, values)
-            return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
-
+        F = self._guarded(offset, values)
         with np.errstate(all="ignore"):
             for target in t_eval:
                 n = int(math.ceil((float(target) - t) / h_max - 1e-9)) if target > t else 0
                 if n:
                     h = (float(target) - t) / n
                     for _ in range(n):
-                        k1 = F(t, x)
-                        k2 = F(t + h / 2, x + h / 2 * k1)
-                        k3 = F(t + h / 2, x + h / 2 * k2)
-                        k4 = F(t + h, x + h * k3)
-                        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                        x, _ = _rk4_step(F, t, x, h)
                         t += h
                     t = float(target)
                 out.append(x)
         return torch.stack(out, -1) if out else x.new_zeros(B, x.shape[1], 0)
-
 
     def integrate_uniform(self, x0, t_eval, values=None, t_offset=None, steps=8):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time 0 by ``steps``
@@ -169,22 +168,12 @@ class ExplicitODE:
         span = float(t_eval.max())
         n = max(int(steps), 1)
         h = span / n if span > 0 else 0.0
-
-        def F(s, y):
-            with torch.no_grad():
-                d = self.rhs(offset + s, y, values)
-            return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
-
+        F = self._guarded(offset, values)
         states, slopes = [x], []
         with np.errstate(all="ignore"):
             if h > 0:
                 for i in range(n):
-                    t = i * h
-                    k1 = F(t, x)
-                    k2 = F(t + h / 2, x + h / 2 * k1)
-                    k3 = F(t + h / 2, x + h / 2 * k2)
-                    k4 = F(t + h, x + h * k3)
-                    x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                    x, k1 = _rk4_step(F, i * h, x, h)
                     states.append(x)
                     slopes.append(k1)
                 slopes.append(F(span, x))
@@ -202,6 +191,16 @@ class ExplicitODE:
         h01, h11 = -2 * s3 + 3 * s2, s3 - s2
         return (h00 * X[..., i] + h10 * h * D[..., i]
                 + h01 * X[..., i + 1] + h11 * h * D[..., i + 1])
+
+
+def _rk4_step(F, t, x, h):
+    """One step of the classical fourth-order Runge-Kutta method from ``x`` at ``t``:
+    ``(x(t + h), F(t, x))``."""
+    k1 = F(t, x)
+    k2 = F(t + h / 2, x + h / 2 * k1)
+    k3 = F(t + h / 2, x + h / 2 * k2)
+    k4 = F(t + h, x + h * k3)
+    return x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), k1
 
 
 def explicit_ode(system, names=None, trials=3, seed=0, rtol=1e-10):
