@@ -42,6 +42,9 @@ _SOURCES = {
     "ExactFit": "infer", "fit_exact": "infer", "EquationODE": "physics",
     "equation_ode": "physics", "save": "saving", "load": "saving",
     "StateSpaceGP": "statespace",
+    "Collocation": "models", "Dense": "models", "GPSource": "models", "GaussianNoise": "models",
+    "Inducing": "models", "KnownSource": "models", "NegativeBinomial": "models",
+    "Poisson": "models", "ResidualNoise": "models", "ZeroSource": "models",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
                 "statespace")

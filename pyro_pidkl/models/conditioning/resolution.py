@@ -42,14 +42,13 @@ import torch
 from ...diagnostics.adequacy import BETWEEN_TOL, DATA_MISFIT_TOL
 from ...physics.collocation import collocation_set
 from ...physics.linearise import relative, residual_parts
+from ..parts.collocation import REFINE_DEFAULT
 
 __all__ = ["CHECK_POINTS_MAX", "REFINE_DEFAULT", "between_residual", "data_misfit", "resolve"]
 
 #: the most check points (a fraction of the collocation points beyond it)
 CHECK_POINTS_MAX = 1000
 
-#: how many times a fit doubles its collocation points while the check fails
-REFINE_DEFAULT = 3
 
 #: a refinement stops before the equation's points exceed this many (each fit's joint is
 #: dense in them)

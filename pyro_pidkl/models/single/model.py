@@ -85,7 +85,8 @@ from ..pidkl.exact_gp import ExactGP
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
 from ..conditioning.referee import equation_problem, referee
-from ..conditioning.resolution import REFINE_DEFAULT, between_residual, data_misfit, resolve
+from ..conditioning.resolution import between_residual, data_misfit, resolve
+from ..parts import REFINE_DEFAULT, take_parts
 
 __all__ = ["PhysicsConditionedGP"]
 
@@ -108,6 +109,13 @@ INDUCING_MAX = 4096
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
 SCREEN_DATA_POINTS = 400
+
+#: a fit with more collocation points than this learns on a maximin subset of this many
+FIT_COLLOCATION = 600
+
+#: the model's own settings besides its parts, with their defaults
+OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
+                "parameter_uncertainty": True, "feature_net": None}
 
 
 class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedConditioning,
@@ -220,21 +228,26 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
     screen_data = SCREEN_DATA_POINTS
 
     def __init__(self, X, y, equation, input_names=None, kernel="se", collocation=None,
-                 design="sobol", domain=None, source="zero", residual_noise=1e-6,
-                 learn_residual_noise=False, residual_noise_floor=1e-12, source_variance=0.1,
-                 source_prior=None, source_inputs="auto", objective="auto",
-                 newton_tol=1e-6, newton_max_iter=30, seed=0, feature_net=None, noise=None,
-                 noise_floor=1e-10, learn_noise=None, parameter_uncertainty=True,
-                 fit_collocation=600, conditions=(), priors=None, data_likelihood="auto",
-                 inducing="auto", collocation_refine=REFINE_DEFAULT, **kwargs):
+                 domain=None, source="zero", likelihood=None, conditions=(), solver="auto",
+                 priors=None, **settings):
+        parts = take_parts(settings, collocation, likelihood, source, solver)
+        if parts.likelihood.kind != "gaussian":
+            raise ValueError(f"Expected a Gaussian likelihood for PhysicsConditionedGP; got "
+                             f"{parts.likelihood!r}: counts of one series are a one-output "
+                             f"system, pk.ConditionedSystemGP(..., likelihoods={{name: ...}})")
+        noise, noise_floor = parts.likelihood.noise, parts.likelihood.floor
+        noise_floor = 1e-10 if noise_floor is None else noise_floor
+        options = {k: settings.pop(k) for k in list(settings) if k in OWN_SETTINGS}
+        options = {**OWN_SETTINGS, **options}
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")
         equation = with_point_priors(equation)
         input_names = equation_input_names(X, input_names, equation)
         super().__init__(X, y, input_names, noise=1e-2 if noise is None else noise,
-                         noise_floor=noise_floor, **kwargs)
-        self._hold_noise(learn_noise, noise, noise_floor)
+                         noise_floor=noise_floor, **settings)
+        self.parts = parts
+        self._hold_noise(parts.likelihood.learn, noise, noise_floor)
         equation.check_inputs(self.input_names)
         self.equation = equation
         self.shape = None
@@ -247,20 +260,22 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         if not hasattr(self.domain, "low"):
             raise TypeError(f"Expected domain to be a Box or a shape of "
                             f"pyro_pidkl.physics.geometry; got {type(domain).__name__}")
-        self._standardise_on_domain(kwargs.get("standardize", True))
-        self.kernel = self._make_kernel(kernel, feature_net)
-        Z = collocation_set(collocation, self.domain, self.input_names, design, seed,
-                            self.X.dtype, self.shape).to(self.X)
+        self._standardise_on_domain(settings.get("standardize", True))
+        self.kernel = self._make_kernel(kernel, options["feature_net"])
+        design, seed = parts.collocation.design, parts.collocation.seed
+        Z = collocation_set(parts.collocation.points, self.domain, self.input_names, design,
+                            seed, self.X.dtype, self.shape).to(self.X)
         Z = self._with_conditions(Z, conditions)
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
-        self._residual_noise(residual_noise, learn_residual_noise, residual_noise_floor)
-        self.source_kind, self.source_fn = self._source(source)
-        self.source_prior = source_prior
+        self._residual_noise(parts.residual)
+        source = parts.source
+        self.source_kind, self.source_fn = source.kind, getattr(source, "g", None)
+        self.source_prior = getattr(source, "prior", None)
         self.source_candidates = [None]
         if self.source_kind == "gp":
-            auto = source_inputs == "auto"
-            cols = source_columns("equation" if auto else source_inputs, self.equation,
+            auto = source.inputs == "auto"
+            cols = source_columns("equation" if auto else source.inputs, self.equation,
                                   self.input_names)
             self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
             # which of the source kernel's inputs it uses (1) or is constant along (0); with
@@ -270,12 +285,13 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
                 self.source_candidates = [c for k in range(len(cols), 0, -1)
                                           for c in itertools.combinations(cols, k)]
             self.source_kernel.variance = PyroParam(
-                torch.tensor(float(source_variance), dtype=self.X.dtype), constraints.positive)
+                torch.tensor(float(source.variance), dtype=self.X.dtype), constraints.positive)
         learned = self._learned()
         if learned and self.X.shape[0] > 1 and distinct_inputs(self.X) == 1:
             warn(f"Every datum of {self._what()} is at one input ({self.X[0].tolist()}): the "
                  f"data pin the function's value there, not the coefficients "
                  f"{', '.join(learned)} (measure where the dynamics act)")
+        objective = options["objective"]
         if objective == "auto":
             # the joint density only where the virtual observations carry a known source:
             # with learned coefficients it rewards shrinking the operator, and with no
@@ -287,16 +303,13 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
             raise ValueError(f"Expected objective to be 'auto', 'conditional' or 'joint'; got "
                              f"{objective!r}")
         self.objective = objective
-        self._set_newton(newton_tol, newton_max_iter)
-        self.parameter_uncertainty = bool(parameter_uncertainty)
+        self._set_newton(options["newton_tol"], options["newton_max_iter"])
+        self.parameter_uncertainty = bool(options["parameter_uncertainty"])
+        fit_collocation = parts.collocation.subset(FIT_COLLOCATION)
         self.fit_collocation = (None if fit_collocation is None else
                                 positive_int(fit_collocation, "fit_collocation"))
-        if data_likelihood not in ("auto", "exact", "inducing"):
-            raise ValueError(f"Expected data_likelihood to be 'auto', 'exact' or 'inducing'; "
-                             f"got {data_likelihood!r}")
-        self.data_likelihood = data_likelihood
-        self.collocation_refine = positive_int(collocation_refine, "collocation_refine",
-                                               minimum=0)
+        self.data_likelihood, inducing = parts.solver
+        self.collocation_refine = parts.collocation.refinements(REFINE_DEFAULT)
         self.inducing_auto = inducing == "auto"
         count = INDUCING_START if self.inducing_auto else positive_int(inducing, "inducing")
         self.register_buffer("inducing_count", torch.tensor(count))
@@ -325,8 +338,8 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         self.register_buffer("fitted", torch.tensor(False))
         self._cache = None
         priors = dict(priors or {})
-        if self.source_kind == "gp" and source_prior is not None:  # one prior among the rest
-            priors.setdefault("source_kernel.variance", source_prior)
+        if self.source_kind == "gp" and self.source_prior is not None:  # among the rest
+            priors.setdefault("source_kernel.variance", self.source_prior)
         self._set_priors(priors)
         self._check_right_hand_sides()
 
@@ -516,24 +529,13 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         self.register_buffer("noise", torch.tensor(float(max(noise, 1e-300)), dtype=self.X.dtype))
         self.learn_noise = False
 
-    def _residual_noise(self, value, learn, floor):
-        if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"Expected residual_noise > 0; got {value}")
-        if learn:
-            if not value > floor:
-                raise ValueError(f"Expected residual_noise ({value}) above "
-                                 f"residual_noise_floor ({floor})")
+    def _residual_noise(self, part):
+        value, floor = part.value, part.floor
+        if part.learn:
             self.residual_noise = PyroParam(torch.tensor(float(value), dtype=self.X.dtype),
                                             constraints.greater_than(float(floor)))
         else:
             self.register_buffer("residual_noise", torch.tensor(float(value), dtype=self.X.dtype))
-
-    def _source(self, source):
-        if isinstance(source, str) and source in ("zero", "gp"):
-            return source, None
-        if callable(source):
-            return "known", source
-        raise ValueError(f"Expected source to be 'zero', 'gp' or a callable g(x); got {source!r}")
 
     # -- the model -----------------------------------------------------------------------
     @pyro_method

@@ -40,9 +40,10 @@ from torch.distributions import constraints
 
 from ...param_scope import own_parameters
 from ..conditioning.linearised import GaussNewtonResult, LinearisedConditioning
+from ..parts.likelihoods import as_likelihood
 
 __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_likelihood",
-           "likelihood_kinds", "working_response"]
+           "output_likelihoods", "working_response"]
 
 #: the observation models of an output besides the Gaussian
 COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
@@ -63,24 +64,24 @@ def check_counts(output, y):
     return y
 
 
-def likelihood_kinds(likelihoods, outputs, parts):
-    """Each output's observation model from ``likelihoods`` ``{output: kind}`` (default
-    Gaussian), checked in one line."""
-    likelihoods = dict(likelihoods or {})
-    kinds = ["gaussian"] * len(outputs)
-    for o, kind in likelihoods.items():
+def output_likelihoods(likelihoods, outputs, parts, default):
+    """Each output's likelihood part (:mod:`~pyro_pidkl.models.parts.likelihoods`) from
+    ``likelihoods``: one part (or name) for every output, or ``{output: part or name}`` with
+    ``default`` for the rest; checked in one line."""
+    if likelihoods is None or not isinstance(likelihoods, dict):
+        likelihoods = {o: likelihoods for o in outputs} if likelihoods is not None else {}
+    out = [default] * len(outputs)
+    for o, spec in likelihoods.items():
         if o not in outputs:
             raise ValueError(f"Expected likelihoods for outputs among {tuple(outputs)}; got "
                              f"{o!r}")
-        if kind not in ("gaussian",) + COUNT_LIKELIHOODS:
-            raise ValueError(f"Expected the likelihood of {o!r} to be 'gaussian', "
-                             f"{', '.join(map(repr, COUNT_LIKELIHOODS))}; got {kind!r}")
+        part = as_likelihood(spec, f"the likelihood of {o!r}")
         c = outputs.index(o)
-        if kind != "gaussian" and not parts[c][1].numel():
-            raise ValueError(f"Expected data for output {o!r}, whose likelihood is {kind!r}; "
-                             f"it has none")
-        kinds[c] = kind
-    return kinds
+        if part.kind != "gaussian" and not parts[c][1].numel():
+            raise ValueError(f"Expected data for output {o!r}, whose likelihood is "
+                             f"{part.kind!r}; it has none")
+        out[c] = part
+    return out
 
 
 def working_response(kind, y, f, r=None):

@@ -46,7 +46,8 @@ from ...physics.system import EquationSystem, is_linear_system, linearise_system
 from ...param_scope import own_parameters
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
 from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
-from .counts import CountObservations, likelihood_kinds
+from .counts import CountObservations, output_likelihoods
+from ..parts import take_parts
 from ...physics.observations import output_scales, split_by_output
 from .conditions import SystemConditions
 from .joint import SystemJoint
@@ -71,6 +72,28 @@ MIN_VARIANCE = 1e-2
 #: the fewest collocation spacings a lengthscale spans (:meth:`ConditionedSystemGP._log_lengthscale_floor`):
 #: an SE kernel at two spacings carries an equation between its points, at one it does not
 RESOLVED_SPACINGS = 2.0
+
+#: where a learned noise starts without a data-only fit, and a held one's value by default
+#: (each output's standardised units)
+NOISE = 1e-2
+
+#: the noise's floor by default
+NOISE_FLOOR = 1e-8
+
+#: the model's own settings besides its parts, with their defaults
+OWN_SETTINGS = {"objective": "conditional", "newton_tol": 1e-6, "newton_max_iter": 30,
+                "parameter_uncertainty": True, "dtype": torch.float64}
+
+
+def noise_floor_of(likelihoods, default):
+    """The one noise floor of a system's Gaussian outputs (:data:`NOISE_FLOOR` unless a
+    likelihood part sets it; parts that set different floors are refused in one line)."""
+    floors = {p.floor for p in [default, *likelihoods]
+              if p.kind == "gaussian" and p.floor is not None}
+    if len(floors) > 1:
+        raise ValueError(f"Expected one noise floor for every Gaussian output of a system; got "
+                         f"{sorted(floors)}")
+    return floors.pop() if floors else NOISE_FLOOR
 
 
 def _fill(held, index, learned):
@@ -135,10 +158,27 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     guide_is_prior = True
 
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
-                 design="sobol", residual_noise=1e-6, scales=None, learn_noise=None,
-                 noise=1e-2, noise_floor=1e-8, objective="conditional", newton_tol=1e-6,
-                 newton_max_iter=30, seed=0, parameter_uncertainty=True, priors=None,
-                 multistart=None, likelihoods=None, conditions=(), dtype=torch.float64):
+                 likelihoods=None, conditions=(), scales=None, priors=None, multistart=None,
+                 **settings):
+        options = {k: settings.pop(k) for k in list(settings) if k in OWN_SETTINGS}
+        options = {**OWN_SETTINGS, **options}
+        dtype = options["dtype"]
+        default = take_parts(settings, collocation, settings.pop("likelihood", None),
+                             what="the default likelihood")
+        if settings:
+            raise TypeError(f"ConditionedSystemGP() got unexpected keyword arguments "
+                            f"{sorted(settings)}")
+        if default.likelihood.kind != "gaussian":
+            raise ValueError(f"Expected a Gaussian default likelihood; got {default.likelihood!r}"
+                             f" (counts: likelihoods={{output: ...}})")
+        if default.residual.learn:
+            raise ValueError("Expected a held residual noise for ConditionedSystemGP "
+                             "(learn_residual_noise is PhysicsConditionedGP's)")
+        for what in ("refine", "fit_subset"):
+            if getattr(default.collocation, what) != "auto":
+                raise ValueError(f"Expected Collocation({what}='auto') for ConditionedSystemGP "
+                                 f"(it neither refines its points nor fits on a subset); got "
+                                 f"{getattr(default.collocation, what)!r}")
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -146,7 +186,9 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         self.system = system = with_point_priors(system)
         self.outputs = system.outputs
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
-        parts = self._init_counts(likelihood_kinds(likelihoods, self.outputs, parts), parts)
+        self.likelihood_parts = output_likelihoods(likelihoods, self.outputs, parts,
+                                                   default.likelihood)
+        parts = self._init_counts([p.kind for p in self.likelihood_parts], parts)
         system.check_inputs(names)
         self.input_names, self.input_dim = names, len(names)
         C = len(self.outputs)
@@ -187,36 +229,40 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         if self.mean_learned:
             self.mean_unobserved = PyroParam(torch.zeros(len(self.mean_learned), dtype=dtype))
         # noise: learned for outputs with enough data, held at its floor for the others
-        if learn_noise is None:
-            learned = [n >= 10 for n in self.counts]
-        else:
-            learned = [bool(learn_noise) and n > 0 for n in self.counts]
+        noise_floor = noise_floor_of(self.likelihood_parts, default.likelihood)
+        gaussian = [p if p.kind == "gaussian" else None for p in self.likelihood_parts]
         # a count output's noise is its likelihood's: no Gaussian noise besides
-        learned = [ok and c not in self.count_outputs for c, ok in enumerate(learned)]
+        learned = [g is not None and (n >= 10 if g.learn is None else bool(g.learn) and n > 0)
+                   for g, n in zip(gaussian, self.counts)]
         self.noise_learned = [c for c in range(C) if learned[c]]
-        start = [max(f.noise_ratio, 10 * noise_floor) if f is not None else noise
-                 for f in fits]
+        start = [max(f.noise_ratio, 10 * noise_floor) if f is not None else
+                 (g.noise if g is not None and g.noise is not None else NOISE)
+                 for f, g in zip(fits, gaussian)]
         # held: at its floor by default (too few data to tell noise from signal: one
-        # initial value pins a trajectory), at ``noise`` when the user holds it
-        held = noise_floor if learn_noise is None else noise
-        self.register_buffer("noise_held", torch.full((C,), float(held), dtype=dtype))
+        # initial value pins a trajectory), at its ``noise`` when the user holds it
+        # (a count output's: as the default likelihood's, besides its working response)
+        held = [noise_floor if h.learn is None else (NOISE if h.noise is None else h.noise)
+                for h in (g or default.likelihood for g in gaussian)]
+        self.register_buffer("noise_held", torch.tensor(held, dtype=dtype))
         if self.noise_learned:
             self.noise = PyroParam(torch.tensor([start[c] for c in self.noise_learned],
                                                 dtype=dtype),
                                    constraints.greater_than(float(noise_floor)))
-        Z = collocation_set(collocation, self.domain, names, design, seed, dtype)
+        design, seed = default.collocation.design, default.collocation.seed
+        Z = collocation_set(default.collocation.points, self.domain, names, design, seed, dtype)
         Z = self._set_conditions(conditions, Z)      # known values' points appended
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
-        if not (residual_noise > 0 and math.isfinite(residual_noise)):
-            raise ValueError(f"Expected residual_noise > 0; got {residual_noise}")
-        self.register_buffer("residual_noise", torch.tensor(float(residual_noise), dtype=dtype))
+        self.parts = default
+        self.register_buffer("residual_noise",
+                             torch.tensor(float(default.residual.value), dtype=dtype))
+        objective = options["objective"]
         if objective not in ("conditional", "joint"):
             raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "
                              f"{objective!r}")
         self.objective = objective
-        self._set_newton(newton_tol, newton_max_iter)
-        self.parameter_uncertainty = bool(parameter_uncertainty)
+        self._set_newton(options["newton_tol"], options["newton_max_iter"])
+        self.parameter_uncertainty = bool(options["parameter_uncertainty"])
         # which derivatives the system reads, how many equations, whether it is linear
         probe = Z[:: max(1, Z.shape[0] // 16)][:16]
         lin = linearise_system(system, [{}] * C, probe, names)
