@@ -17,9 +17,12 @@ import json
 import math
 import time
 
+import platform
+
 import torch
 
 import pyro_pidkl as pk
+from records import commit
 from pyro_pidkl.infer import torch_threads, training_objective
 from pyro_pidkl.physics import Equation, EquationSystem, Parameter
 
@@ -142,11 +145,14 @@ def main():
             print(f"{fit.__name__}: {time.process_time() - began:.1f} CPU s, objective "
                   f"{record[fit.__name__]['objective']!r}", flush=True)
     if args.out:
+        meta = {"commit": commit(), "machine": platform.machine(), "threads": 1,
+                "torch": torch.__version__, "python": platform.python_version()}
         with open(args.out, "w") as fh:
-            json.dump(record, fh, indent=1)
+            json.dump({"meta": meta, **record}, fh, indent=1)
     if args.check:
         with open(args.check) as fh:
             old = {k: v for k, v in json.load(fh).items() if k in record}
+        print(f"against the record made at {json.load(open(args.check)).get('meta', {})}")
         moved = _compare(record, old)
         worst = max((d[3] for d in moved), default=0.0)
         print(f"{len(moved)} numbers moved; largest relative change {worst:.3g}")

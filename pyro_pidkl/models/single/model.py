@@ -61,15 +61,13 @@ with :class:`~pyro_pidkl.models.ConditionedSystemGP`), priors and Laplace
 import itertools
 import math
 
-import pyro
 import torch
 from pyro.contrib.gp.kernels import RBF
-from pyro.nn import PyroParam, pyro_method
+from pyro.nn import PyroParam
 from torch.distributions import constraints
 
 from ...checks import distinct_inputs, equation_input_names, positive_int, warn
 from ...gp.standardise import Standardizer
-from ...infer.multistart import extra_shift
 from ...kernels.deep import deep_kernel
 from ...kernels.derivatives import derivative_kernel_supported
 from ...kernels.features import MLP
@@ -82,8 +80,9 @@ from ...physics.linearise import is_linear, linearise
 from .joint import EquationJoint
 from .prediction import ConditionedPrediction
 from ..pidkl.exact_gp import ExactGP
-from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
-from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
+from ..conditioning.conditioned import ConditionedModel
+from ..conditioning.linearised import REFERENCE_LENGTHSCALES
+from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import equation_problem, referee
 from ..conditioning.resolution import between_residual, data_misfit, resolve
 from ..parts import REFINE_DEFAULT, take_parts
@@ -118,8 +117,7 @@ OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
                 "parameter_uncertainty": True, "feature_net": None}
 
 
-class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedConditioning,
-                           ParameterUncertainty, ExactGP):
+class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedModel, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 
     :param X: ``(N, d)`` training inputs (user units).
@@ -213,16 +211,12 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
     (plus the source amplitude's log prior with ``source_prior``).
     """
 
-    #: the objective has no sampled site: a deterministic, second-order fit applies
-    deterministic = True
     #: every covariance is relative to the kernel's variance: the objective profiles it out
     profile_scale = True
     #: one value may pin an equation's solution (an initial value), and a constant boundary
     #: value is common in solver mode: neither is refused nor warned of
     min_training_points = 1
     warn_constant_y = False
-    #: the guide has no latent sites and learns nothing
-    guide_is_prior = True
     #: :func:`~pyro_pidkl.infer.fit` screens its starts on at most this many data
     #: (:meth:`data_subset`; ``None``: all of them)
     screen_data = SCREEN_DATA_POINTS
@@ -350,12 +344,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
         sees each point alone, a degenerate optimum of the marginal likelihood (the
         derivative covariances grow as :math:`l^{-4}` and every point becomes its own
         observation)."""
-        out = {}
-        if getattr(self, "_hold_coefficients", False):   # the referee holds them
-            for _, owner, p in self._coefficients():
-                u = getattr(owner, p + "_unconstrained")
-                if u.numel() == 1:
-                    out[u] = (float(u.detach()), float(u.detach()))
+        out = self._held_coefficient_bounds()        # the referee holds them
         kern = getattr(self.kernel, "kern", self.kernel)
         if getattr(self.kernel, "kern", None) is not None or not hasattr(kern, "lengthscale"):
             return out
@@ -425,38 +414,16 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
             out += [(f"{c.name}.{n}", eq, n) for n, spec in eq.specs.items() if not spec.fixed]
         return out
 
-    def _learned(self):
-        return [name for name, _, _ in self._coefficients()]
-
-    def coefficient_spec(self, name):
-        """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
-        for n, owner, p in self._coefficients():
-            if n == name:
-                return owner.specs[p]
-        raise KeyError(f"Expected a learned coefficient among {self._learned()}; got {name!r}")
-
-    @property
-    def default_restarts(self):
-        """Further starts of :func:`~pyro_pidkl.infer.fit`: :attr:`starts` but the first."""
-        return len(self.starts) - 1
-
-    def restart(self, r):
-        """Start ``r`` of a fit (:attr:`starts`; past them, the source candidates again with
-        each coefficient moved by its own factor, :func:`~pyro_pidkl.infer.multistart.extra_shift`)."""
-        starts = self.starts
-        candidate, shift = starts[r % len(starts)]
-        if r >= len(starts):
-            shift = extra_shift(r, len(self._coefficients()))
+    def _begin_start(self, r, start):
+        """Start ``r``'s candidate set of source inputs; returns its coefficients' move."""
+        candidate, shift = start
         cols = self.source_candidates[candidate]
         if cols is not None:
             mask = torch.zeros_like(self.source_mask)
             mask[list(cols)] = 1.0
             with torch.no_grad():
                 self.source_mask.copy_(mask)
-        shifts = torch.as_tensor(shift, dtype=self.X.dtype).expand(len(self._coefficients()))
-        with torch.no_grad():
-            for (_, owner, p), move in zip(self._coefficients(), shifts):
-                getattr(owner, p + "_unconstrained").add_(move)
+        return shift
 
     def source_inputs(self):
         """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""
@@ -536,23 +503,6 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, LinearisedCondi
                                             constraints.greater_than(float(floor)))
         else:
             self.register_buffer("residual_noise", torch.tensor(float(value), dtype=self.X.dtype))
-
-    # -- the model -----------------------------------------------------------------------
-    @pyro_method
-    def model(self):
-        # psi[f](Z) ~= b(Z) + sum_a w_a(Z) d^a f(Z): the equation linearised around f0,
-        # the posterior mean of the last Gauss-Newton step (exact when psi is linear)
-        w, b = self.linearise(self.f0)
-        # [v; y] ~ N(0, A): v = L f(Z) + e_r observed at g(Z) - b(Z), y = f(X) + e
-        joint = self.joint(w, b)
-        # log p(y | v), the data under the GP conditioned on the equation (log p(v, y) when
-        # no coefficient is learned), maximised over the kernel's variance
-        pyro.factor("data", self._objective(joint))
-        return joint
-
-    @pyro_method
-    def guide(self):
-        """No latent sites: kernel, noise, source and coefficients are point estimates."""
 
     # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
     def _log_evidence_ratio(self):

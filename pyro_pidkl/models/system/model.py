@@ -29,14 +29,12 @@ stage (:mod:`~pyro_pidkl.models.conditioning.stages`).
 
 import math
 
-import pyro
 import torch
-from pyro.nn import PyroModule, PyroParam, pyro_method
+from pyro.nn import PyroModule, PyroParam
 from torch.distributions import constraints
 
 from ...checks import warn, warn_if_interrupted
 from ...gp.data_fit import fit_data_only
-from ...infer.multistart import extra_shift
 from ...kernels.se import se_ard
 from ...physics.collocation import collocation_set, half_spacing
 from ...physics.domain import Box
@@ -44,8 +42,9 @@ from ...physics.linearise import unused_coefficients
 from ...physics.ode import explicit_ode
 from ...physics.system import EquationSystem, is_linear_system, linearise_system
 from ...param_scope import own_parameters
-from ..conditioning.linearised import REFERENCE_LENGTHSCALES, LinearisedConditioning
-from ..conditioning.parameter_uncertainty import ParameterUncertainty, with_point_priors
+from ..conditioning.conditioned import ConditionedModel
+from ..conditioning.linearised import REFERENCE_LENGTHSCALES
+from ..conditioning.parameter_uncertainty import with_point_priors
 from .counts import CountObservations, output_likelihoods
 from ..parts import take_parts
 from ...physics.observations import output_scales, split_by_output
@@ -105,8 +104,7 @@ def _fill(held, index, learned):
 
 
 class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
-                          CountObservations, LinearisedConditioning, ParameterUncertainty,
-                          PyroModule):
+                          CountObservations, ConditionedModel, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -153,9 +151,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         nobody measured (:mod:`~pyro_pidkl.models.conditioning.starts`; default: 64 per searched
         dimension, 64 to 512; ``0`` shoots from gradient matching's answer alone).
     """
-
-    deterministic = True
-    guide_is_prior = True
 
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
                  likelihoods=None, conditions=(), scales=None, priors=None, multistart=None,
@@ -336,10 +331,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     def _what(self):
         return f"system {self.system.name!r}"
 
-    def coefficient_spec(self, name):
-        """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
-        return self.system.specs[name]
-
     def equation_parameters(self):
         """Current coefficients ``{name: float or list}``."""
         with torch.no_grad():
@@ -407,20 +398,11 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         with data."""
         return self.ode is not None and sum(self.counts) > 0
 
-    @property
-    def default_restarts(self):
-        return len(self.starts) - 1
-
-    def restart(self, r):
-        """Start ``r`` of a fit (:attr:`starts`; past them, each coefficient moved by its
-        own factor, :func:`~pyro_pidkl.infer.multistart.extra_shift`)."""
-        starts = self.starts
-        self._loose_start = self._shoots() and r % len(starts) == 1
-        shift = starts[r] if r < len(starts) else extra_shift(r, len(self._coefficients()))
-        shifts = torch.as_tensor(shift, dtype=self.Z.dtype).expand(len(self._coefficients()))
-        with torch.no_grad():
-            for (_, owner, p), move in zip(self._coefficients(), shifts):
-                getattr(owner, p + "_unconstrained").add_(move)
+    def _begin_start(self, r, start):
+        """Start ``r``: the second of a shooting fit's starts runs every stage
+        (:meth:`continuation`); returns its coefficients' move."""
+        self._loose_start = self._shoots() and r % len(self.starts) == 1
+        return start
 
     def parameter_bounds(self):
         """Lengthscales stay above their floor (:meth:`_log_lengthscale_floor`); an observed output's prior variance
@@ -431,10 +413,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         the velocity by 1.4 at the start)."""
         out = {k.lengthscale_unconstrained: (self._log_lengthscale_floor(c), None)
                for c, k in enumerate(self.kernels)}
-        if getattr(self, "_hold_coefficients", False):       # keep_best_stage holds them
-            for _, owner, p in self._coefficients():
-                u = getattr(owner, p + "_unconstrained")
-                out[u] = (float(u.detach()), float(u.detach()))
+        out.update(self._held_coefficient_bounds())       # keep_best_stage holds them
         for c, k in enumerate(self.kernels):
             if self.counts[c]:
                 out[k.variance_unconstrained] = (math.log(MIN_VARIANCE),
@@ -465,23 +444,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         M = self.Z.shape[0] - getattr(self, "condition_rows", 0)
         return math.log(max(half,
                             RESOLVED_SPACINGS * 2 * half_spacing(max(M, 1), self.input_dim)))
-
-    # -- the model -------------------------------------------------------------------------
-    @pyro_method
-    def model(self):
-        # psi_e[f](Z) ~= b_e(Z) + sum_{c,a} w_{e,c,a}(Z) d^a g_c(Z): the system linearised
-        # around f0, the posterior means' jets of the last Gauss-Newton step
-        w, b = self.linearise(self.f0)
-        # [v; y_1..y_C] ~ N(0, A): each equation's residual observed at 0 at Z, each output's
-        # data with its own noise; the outputs are independent a priori
-        joint = self.joint(w, b)
-        # log p(y | v): the data under the GPs conditioned on the system
-        pyro.factor("data", self._objective(joint))
-        return joint
-
-    @pyro_method
-    def guide(self):
-        """No latent sites: kernels, means, noises and coefficients are point estimates."""
 
     # -- adequacy (LinearisedConditioning.adequacy) -------------------------------------------
     def _log_evidence_ratio(self):

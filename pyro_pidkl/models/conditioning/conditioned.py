@@ -1,0 +1,87 @@
+r"""What a GP conditioned on its data and on equations is, whatever their number: its Pyro
+``model()``, its empty guide, its learned coefficients and the fit's starts over them.
+
+:class:`~pyro_pidkl.models.PhysicsConditionedGP` (one output, one equation and its
+conditions) and :class:`~pyro_pidkl.models.ConditionedSystemGP` (several outputs, a system)
+both derive from :class:`ConditionedModel`; each supplies its joint
+(``linearise(f0) -> (w, b)``, ``joint(w, b)``), its coefficients (``_coefficients()``:
+``[(name, owner, parameter)]``) and its starts (``starts``, ``_begin_start``).
+"""
+
+import pyro
+import torch
+from pyro.nn import pyro_method
+
+from ...infer.multistart import extra_shift
+from .linearised import LinearisedConditioning
+from .parameter_uncertainty import ParameterUncertainty
+
+__all__ = ["ConditionedModel"]
+
+
+class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
+    """The conditioned models' common part (module docstring)."""
+
+    #: the objective has no sampled site: a deterministic, second-order fit applies
+    deterministic = True
+    #: the guide has no latent sites and learns nothing
+    guide_is_prior = True
+
+    @pyro_method
+    def model(self):
+        # psi[f](Z) ~= b(Z) + sum_a w_a(Z) d^a f(Z): each equation linearised around f0,
+        # the posterior means' jets of the last Gauss-Newton step (exact when psi is linear)
+        w, b = self.linearise(self.f0)
+        # [v; y] ~ N(0, A): v = L f(Z) + e_r observed at g(Z) - b(Z) (one row per equation
+        # and point), y = f(X) + e (each output's data with its own noise)
+        joint = self.joint(w, b)
+        # log p(y | v), the data under the GPs conditioned on the equations (log p(v, y)
+        # with objective="joint"), plus the log priors
+        pyro.factor("data", self._objective(joint))
+        return joint
+
+    @pyro_method
+    def guide(self):
+        """No latent sites: kernels, noises, sources and coefficients are point estimates."""
+
+    # -- the learned coefficients ----------------------------------------------------------
+    def _learned(self):
+        return [name for name, _, _ in self._coefficients()]
+
+    def coefficient_spec(self, name):
+        """The :class:`~pyro_pidkl.physics.Parameter` of learned coefficient ``name``."""
+        for n, owner, p in self._coefficients():
+            if n == name:
+                return owner.specs[p]
+        raise KeyError(f"Expected a learned coefficient among {self._learned()}; got {name!r}")
+
+    def _held_coefficient_bounds(self):
+        """While ``_hold_coefficients`` is set (the referee and the stage keeper refit the GP
+        at given coefficients), bounds that pin each scalar coefficient where it is."""
+        out = {}
+        if getattr(self, "_hold_coefficients", False):
+            for _, owner, p in self._coefficients():
+                u = getattr(owner, p + "_unconstrained")
+                if u.numel() == 1:
+                    out[u] = (float(u.detach()), float(u.detach()))
+        return out
+
+    # -- the fit's starts ------------------------------------------------------------------
+    @property
+    def default_restarts(self):
+        """Further starts of :func:`~pyro_pidkl.infer.fit`: :attr:`starts` but the first."""
+        return len(self.starts) - 1
+
+    def restart(self, r):
+        """Set up start ``r`` of a fit: the model's own part of :attr:`starts` ``[r]``
+        (``_begin_start``, which returns the coefficients' move), then each learned
+        coefficient moved by it in its unconstrained space; past the listed starts, each by
+        its own factor (:func:`~pyro_pidkl.infer.multistart.extra_shift`)."""
+        starts = self.starts
+        shift = self._begin_start(r, starts[r % len(starts)])
+        if r >= len(starts):
+            shift = extra_shift(r, len(self._coefficients()))
+        shifts = torch.as_tensor(shift, dtype=self.Z.dtype).expand(len(self._coefficients()))
+        with torch.no_grad():
+            for (_, owner, p), move in zip(self._coefficients(), shifts):
+                getattr(owner, p + "_unconstrained").add_(move)
