@@ -13,7 +13,7 @@ import pyro_pidkl as pk
 from pyro_pidkl.kernels.derivatives import DerivativeKernel, partial_matchings, set_partitions
 from pyro_pidkl.kernels import deep_kernel, se_ard
 from pyro_pidkl.kernels.features import MLP
-from pyro_pidkl.models.single.model import DATA_FIT_POINTS
+from pyro_pidkl.models.single.prior import DATA_FIT_POINTS
 from pyro_pidkl.physics import Equation, Parameter, burgers_1d, linearise
 from autograd_reference import pair_derivative
 

@@ -12,8 +12,7 @@ import pyro_pidkl as pk
 from pyro_pidkl.gp.inducing import InducingJoint
 from pyro_pidkl.gp.joint import JointGaussian
 from pyro_pidkl.kernels.se import se_ard
-from pyro_pidkl.models.single.model import INDUCING_GAP, INDUCING_START
-from pyro_pidkl.models.single.joint import INDUCING_DATA
+from pyro_pidkl.models.single.inducing import INDUCING_DATA, INDUCING_GAP, INDUCING_START
 
 D = torch.float64
 

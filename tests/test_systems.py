@@ -139,7 +139,7 @@ def test_a_systems_equations_are_checked_between_the_collocation_points():
     near zero for the solved oscillator (one output measured, one not); and the unmeasured
     output's lengthscale never falls under two collocation spacings, where an equation
     holds at the points only (a measured output's keeps half the points' spacing)."""
-    from pyro_pidkl.models.system.model import RESOLVED_SPACINGS
+    from pyro_pidkl.models.system.prior import RESOLVED_SPACINGS
     from pyro_pidkl.physics.collocation import half_spacing
     t = torch.linspace(0, 2 * math.pi, 20, dtype=D)
     system = EquationSystem(oscillator, outputs=("X", "Y"), inputs=("t",),

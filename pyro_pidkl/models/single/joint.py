@@ -27,7 +27,7 @@ periodic condition's rows the differences of its point pairs (:math:`C x`,
 are what Gauss-Newton iterates
 (:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning`).
 
-On more than :data:`INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
+On more than :data:`~pyro_pidkl.models.single.inducing.INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
 given :math:`v` is Titsias's collapsed bound on inducing values at the first ``m`` data of
 their maximin order (:class:`~pyro_pidkl.gp.inducing.InducingJoint`, :math:`O(N m^2)`
 instead of :math:`O((M + N)^3)`), and the posterior that bound's.
@@ -37,31 +37,19 @@ which provides the data (``X_s``, ``y_s``, ``standardizer``, ``prior_mean()``), 
 ``Z``, ``Z_s``, ``indices``, the noises and the source's settings.
 """
 
-import contextlib
-import math
 
 import torch
 from pyro.nn import PyroModule
 
-from ...errors import NonFiniteError, NotPositiveDefiniteError
 from ...gp.inducing import InducingJoint
 from ...gp.joint import JointGaussian
 from ...gp.posterior import jittered_cholesky
-from ...gp.sparse_cholesky import maximin_order
 from ...kernels.operators import OperatorCovariance
-from ...physics.collocation import maximin_subset
 from ...physics.condition import Condition
 from ...physics.derivatives import Inputs
 from ...physics.linearise import linearise, residual_parts, unused_coefficients
 
-__all__ = ["EquationJoint", "INDUCING_DATA"]
-
-#: with ``data_likelihood="auto"``, the data's density given the equation is Titsias's bound
-#: on inducing points above this many data (dense, one evaluation of the objective factors
-#: an (M + N)-row joint and its inverse: about 1 s at N = 3000 on two cores, 0.8 GB a
-#: matrix at N = 10^4)
-INDUCING_DATA = 2000
-
+__all__ = ["EquationJoint"]
 
 class EquationJoint:
     """The rows of the virtual observations, the linearised equation's joint with the data,
@@ -252,23 +240,6 @@ class EquationJoint:
         joint.inputs = self.X_s if inducing is None else inducing
         return joint
 
-    def _inducing_inputs(self):
-        r"""The inducing inputs ``(m, d)`` (standardised: the first ``m`` data in their
-        maximin order) when :math:`\log p(y \mid v)` is taken as Titsias's bound
-        (``data_likelihood="inducing"``, or ``"auto"`` with more than
-        :data:`INDUCING_DATA` data), else ``None``; ``m`` is :attr:`inducing_count`."""
-        N = self.X_s.shape[0]
-        if self.data_likelihood == "exact" or (self.data_likelihood == "auto"
-                                               and N <= INDUCING_DATA):
-            return None
-        key = (self.X_s.data_ptr(), tuple(self.X_s.shape))
-        cached = getattr(self, "_maximin_cache", None)
-        if cached is None or cached[0] != key:
-            order, _ = maximin_order(self.X_s.detach().cpu().numpy())
-            cached = (key, torch.as_tensor(order, device=self.X_s.device))
-            self._maximin_cache = cached
-        return self.X_s[cached[1][:min(int(self.inducing_count), N)]]
-
     def _cross(self, joint, U, index=(), operators=None):
         r"""Covariances ``(P, M + N)`` of :math:`\partial^{index} f_s(U)` with ``[v; y]``, or
         ``(P, M + m)`` with ``[v; u]`` when ``joint`` is Titsias's bound on inducing values
@@ -379,51 +350,3 @@ class EquationJoint:
         self._warn_unused(unused_coefficients(residual, coefficients, seed=seed))
 
     # -- subsets: the joint on fewer rows (infer.fit's screen and its large problems) ------
-    @contextlib.contextmanager
-    def collocation_subset(self, count):
-        r"""Condition on ``count`` of the collocation points (a maximin subset,
-        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block;
-        on leaving it, all points are back and the linearisation point is the subset
-        solution's posterior mean at all of them. Used by :func:`~pyro_pidkl.infer.fit` to
-        learn the parameters of a large problem."""
-        M = self.Z.shape[0]
-        E = M - self.condition_rows
-        if count is None or count >= E:
-            yield self
-            return
-        eq_idx = maximin_subset(self.Z_s[:E], count)
-        idx = torch.cat([eq_idx, torch.arange(E, M, device=self.Z.device)])
-        Z, Z_s, f0, row_noise = self.Z, self.Z_s, self.f0, self.row_noise
-        self.Z, self.Z_s, self.f0 = Z[idx], Z_s[idx], f0[:, idx].clone()
-        self.row_noise = torch.cat([row_noise[eq_idx], row_noise[E:]])
-        self._cache = None
-        try:
-            yield self
-        finally:
-            full = f0
-            try:
-                with torch.no_grad():
-                    joint, _, result = self._gauss_newton(self.f0)
-                    if math.isfinite(result.change):
-                        full = self._mean_jet(joint, U=Z_s)
-            except (NonFiniteError, NotPositiveDefiniteError):
-                pass
-            self.Z, self.Z_s, self.f0 = Z, Z_s, full
-            self.row_noise = row_noise
-            self._cache = None
-
-    @contextlib.contextmanager
-    def data_subset(self, count):
-        r"""Condition on ``count`` of the data (a maximin subset of their inputs,
-        :func:`~pyro_pidkl.physics.collocation.maximin_subset`) inside the ``with`` block; on
-        leaving it, all data are back. Used by :func:`~pyro_pidkl.infer.fit` to screen the
-        starts of a fit on many data (:attr:`screen_data`): the screen only ranks the
-        starts, and the best is then fitted to all the data."""
-        N = self.X.shape[0]
-        if count is None or count >= N:
-            yield self
-            return
-        keep = maximin_subset(self.X_s, count)
-        with self._attributes_held({name: getattr(self, name)[keep]
-                                    for name in ("X", "y", "X_s", "y_s")}):
-            yield self

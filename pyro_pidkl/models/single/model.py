@@ -63,21 +63,17 @@ import math
 
 import torch
 from pyro.contrib.gp.kernels import RBF
-from pyro.nn import PyroParam
-from torch.distributions import constraints
 
 from ...checks import distinct_inputs, equation_input_names, positive_int, warn
-from ...gp.standardise import Standardizer
-from ...kernels.deep import deep_kernel
-from ...kernels.derivatives import derivative_kernel_supported
-from ...kernels.features import MLP
-from ...kernels.se import se_ard
-from ...physics.collocation import collocation_set, half_spacing, maximin_subset
+from ...physics.collocation import collocation_set, half_spacing
 from ...physics.geometry import Shape
 from ...physics.domain import Box
-from ...physics.equation import Equation, source_columns
+from ...physics.equation import Equation
 from ...physics.linearise import is_linear, linearise
+from .inducing import INDUCING_START, InducingData
 from .joint import EquationJoint
+from .prior import DATA_FIT_POINTS, SinglePrior
+from .subsets import Subsets
 from .prediction import ConditionedPrediction
 from ..pidkl.exact_gp import ExactGP
 from ..conditioning.conditioned import ConditionedModel
@@ -89,21 +85,6 @@ from ..parts import REFINE_DEFAULT, take_parts
 
 __all__ = ["PhysicsConditionedGP"]
 
-
-#: the data-only fit that decides whether the noise is learned uses at most this many data
-#: (a maximin subset): at N = 1000 the whole set cost 2 s of a 11 s fit
-DATA_FIT_POINTS = 400
-
-#: the first number of inducing points of ``inducing="auto"``
-INDUCING_START = 256
-
-#: ``inducing="auto"`` doubles the inducing points while the bound's trace term (nats) at
-#: the current parameters is above this
-INDUCING_GAP = 1.0
-
-#: ``inducing="auto"`` stops doubling here (and warns if the trace term is still above
-#: :data:`INDUCING_GAP`)
-INDUCING_MAX = 4096
 
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
@@ -117,7 +98,8 @@ OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
                 "parameter_uncertainty": True, "feature_net": None}
 
 
-class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedModel, ExactGP):
+class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
+                           ConditionedPrediction, ConditionedModel, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 
     :param X: ``(N, d)`` training inputs (user units).
@@ -130,81 +112,52 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedMode
     :param kernel: ``"se"`` (default: SE-ARD on the standardised inputs), ``"deep"`` (the
         paper's deep kernel: SE on MLP features) or a :mod:`pyro.contrib.gp` kernel of either
         kind.
-    :param collocation: the number of collocation points (default ``200 d``) or a
-        ``(M, d)`` tensor of them in user units.
-    :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
+    :param collocation: where the equation holds: a
+        :class:`~pyro_pidkl.models.parts.collocation.Collocation` (points, design, seed, how
+        many times a fit may double them while the equation fails between them, the subset a
+        large fit learns on), a count (default ``200 d``) or an ``(M, d)`` tensor.
     :param domain: where the equation holds: a :class:`~pyro_pidkl.physics.domain.Box`
         (default: the data's box; give the whole domain to extrapolate) or a shape of
         :mod:`pyro_pidkl.physics.geometry` (a disk, a polygon, a difference, a product with a
         time interval: collocation inside it). Inputs are standardised by the domain's
         bounding box, not by the data alone.
-    :param source: ``"zero"`` (default), ``"gp"``, or a callable ``g(x) -> (M,)`` taking an
+    :param source: :math:`g`: a part of :mod:`~pyro_pidkl.models.parts.sources`
+        (``ZeroSource()``, ``KnownSource(g)``, ``GPSource(inputs, variance, prior)``), or
+        ``"zero"`` (default), ``"gp"``, a callable ``g(x) -> (M,)`` on an
         :class:`~pyro_pidkl.physics.derivatives.Inputs` (``x["t"]``) in user units.
-    :param float residual_noise: :math:`\tau`, the residual variance relative to the prior
-        variance of :math:`\mathcal{L} f` at each collocation point (default ``1e-6``: the
-        equation holds to 0.1% of that standard deviation; much tighter and learned
-        coefficients absorb the discretisation error, their intervals too narrow).
-    :param bool learn_residual_noise: learn :math:`\tau` (above ``residual_noise_floor``).
-    :param float source_variance: initial :math:`s_g^2` of the ``"gp"`` source (relative).
-    :param source_prior: optional ``pyro.distributions`` prior on :math:`s_g^2` (a MAP
-        estimate).
-    :param source_inputs: the inputs the ``"gp"`` source depends on: names, ``"equation"``
-        (every input the equation differentiates), or ``"auto"`` (the default: each
-        non-empty subset of those is tried, one start of the fit each, and the best
-        objective kept). A source over every input can absorb the dynamics (any residual
-        is some source): a heat source that depends on position only, modelled over
-        position and time, left the diffusivity 3.4 times off.
-    :param str objective: ``"auto"`` (default: ``"conditional"`` when the equation has
-        unknown coefficients, else ``"joint"``), ``"conditional"`` (:math:`\log p(y \mid
-        v)`) or ``"joint"`` (:math:`\log p(v, y)`).
-    :param float newton_tol: Gauss-Newton stops when the linearisation point (its values and
-        first derivatives at Z) moves by less than this, relative to their size.
-    :param int newton_max_iter: Gauss-Newton's largest number of iterations.
-    :param int seed: seed of the collocation design.
-    :param feature_net: the feature map of ``kernel="deep"`` (default the paper's MLP).
-    :param float noise: noise variance relative to the kernel's variance (the
-        noise-to-signal ratio of the standardised data): where the fit starts when it is
-        learned (default ``1e-2``), its value when it is held (default ``noise_floor``).
-    :param float noise_floor: its lower bound (default ``1e-10``: exact data, e.g. boundary
-        values, are fitted exactly; noisy data learn their noise well above it).
-    :param learn_noise: learn the noise (``True``), hold it (``False``), or (``None``, the
-        default) learn it from ten data or more and otherwise hold it: one initial value or
-        two end values cannot tell noise from signal.
-    :param bool parameter_uncertainty: predictions carry the Laplace uncertainty of the
-        learned coefficients and of the GP's own identified parameters (default): the
-        variance adds the spread of the posterior mean between Gauss-Newton solutions at
-        the parameters moved by one standard deviation along each principal direction of
-        their joint covariance (:func:`~pyro_pidkl.infer.laplace.sigma_points`), once the
-        model is fitted (``fitted``, set by :func:`~pyro_pidkl.infer.fit`). ``False``: the
-        plug-in posterior at the estimates.
+    :param likelihood: :class:`~pyro_pidkl.models.parts.likelihoods.GaussianNoise` (noise
+        relative to the kernel's variance: where a learned one starts, default ``1e-2``, or
+        its value held; its floor, default ``1e-10``, so that exact data, boundary values,
+        are fitted exactly; learned from ten data on by default).
     :param conditions: boundary and initial conditions, each a
         :class:`~pyro_pidkl.physics.Condition` (an operator, its points and values: Dirichlet,
         Neumann, Robin, an initial rate), conditioned on like the equation, always with all
         their points.
-    :param int fit_collocation: with more collocation points than this (default 600),
-        :func:`~pyro_pidkl.infer.fit` learns the parameters conditioning on a maximin subset
-        of this many (:meth:`collocation_subset`), then solves with all of them (Gauss-Newton
-        at the learned parameters); ``None``: always all.
-    :param str data_likelihood: how :math:`\log p(y \mid v)` is computed: ``"exact"`` (the
-        dense joint, :math:`O((M + N)^3)`), ``"inducing"`` (Titsias's collapsed variational
-        bound on inducing values at ``inducing`` of the data inputs,
-        :class:`~pyro_pidkl.gp.inducing.InducingJoint`: :math:`O(N m^2)`; predictions are
-        the bound's posterior) or ``"auto"`` (the default: the bound above
-        :data:`~pyro_pidkl.models.single.joint.INDUCING_DATA` data).
-    :param inducing: the number of inducing points, or ``"auto"`` (the default: from
-        :data:`INDUCING_START`, doubled by :meth:`relinearise` while the bound's trace term
-        exceeds :data:`INDUCING_GAP` nats at the current parameters).
-    :param int collocation_refine: how many times a fit doubles the collocation points
-        while the equation fails between them (:mod:`~pyro_pidkl.models.conditioning.resolution`;
-        default :data:`~pyro_pidkl.models.conditioning.resolution.REFINE_DEFAULT`, 0: never).
+    :param solver: ``"auto"`` (default: Titsias's bound above
+        :data:`~pyro_pidkl.models.single.inducing.INDUCING_DATA` data, else dense),
+        :class:`~pyro_pidkl.models.parts.solvers.Dense` or
+        :class:`~pyro_pidkl.models.parts.solvers.Inducing` (``count``, or ``"auto"``: from
+        :data:`INDUCING_START`, doubled by :meth:`relinearise` while the bound is loose).
     :param dict priors: priors on the GP's own parameters, ``{name: distribution}`` in the
         model's units (:meth:`hyperparameters` names them: ``"kernel.lengthscale"`` on the
         inputs scaled to the domain, ``"noise"`` relative to the signal's variance); they
         enter the objective (a MAP fit) and the densities that
-        :func:`~pyro_pidkl.infer.nuts.sample_coefficients` and
-        :func:`~pyro_pidkl.infer.nuts.fit_coefficient_guide` draw from. Without one, a
+        :func:`~pyro_pidkl.infer.nuts.sample_coefficients` draws from. Without one, a
         parameter's prior is flat on its unconstrained scale (the log of a lengthscale).
-    Other arguments as :class:`~pyro_pidkl.models.pidkl.exact_gp.ExactGP`.
+    :param settings: ``residual_noise`` (:math:`\tau`, a number or a
+        :class:`~pyro_pidkl.models.parts.residual.ResidualNoise`, default ``1e-6``);
+        ``objective`` (``"auto"``: ``"conditional"``, :math:`\log p(y \mid v)`, when the
+        equation has unknown coefficients, else ``"joint"``, :math:`\log p(v, y)`);
+        ``newton_tol``, ``newton_max_iter`` (Gauss-Newton's relative tolerance on the
+        linearisation point, and its iterations); ``parameter_uncertainty`` (default
+        ``True``: predictions carry the Laplace uncertainty of the coefficients and of the
+        GP's identified parameters, :func:`~pyro_pidkl.infer.laplace.sigma_points`, once
+        fitted); ``feature_net`` (the feature map of ``kernel="deep"``); those of
+        :class:`~pyro_pidkl.models.pidkl.exact_gp.ExactGP`; and the older keywords of each
+        part's fields (``design``, ``seed``, ``collocation_refine``, ``fit_collocation``;
+        ``noise``, ``noise_floor``, ``learn_noise``; ``source_inputs``, ``source_variance``,
+        ``source_prior``; ``learn_residual_noise``, ``residual_noise_floor``;
+        ``data_likelihood``, ``inducing``: :mod:`~pyro_pidkl.models.parts.settings`).
 
     Sites of :meth:`model`: the ``data`` factor, :math:`\log p(y \mid v)` (or
     :math:`\log p(v, y)` with the joint objective), profiled over the kernel's variance
@@ -263,23 +216,7 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedMode
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
         self._residual_noise(parts.residual)
-        source = parts.source
-        self.source_kind, self.source_fn = source.kind, getattr(source, "g", None)
-        self.source_prior = getattr(source, "prior", None)
-        self.source_candidates = [None]
-        if self.source_kind == "gp":
-            auto = source.inputs == "auto"
-            cols = source_columns("equation" if auto else source.inputs, self.equation,
-                                  self.input_names)
-            self.source_kernel = se_ard(self.input_dim, cols, dtype=self.X.dtype)
-            # which of the source kernel's inputs it uses (1) or is constant along (0); with
-            # "auto" every non-empty subset is one start of the fit, the best objective kept
-            self.register_buffer("source_mask", torch.ones(self.input_dim, dtype=self.X.dtype))
-            if auto:
-                self.source_candidates = [c for k in range(len(cols), 0, -1)
-                                          for c in itertools.combinations(cols, k)]
-            self.source_kernel.variance = PyroParam(
-                torch.tensor(float(source.variance), dtype=self.X.dtype), constraints.positive)
+        self._set_source(parts.source)
         learned = self._learned()
         if learned and self.X.shape[0] > 1 and distinct_inputs(self.X) == 1:
             warn(f"Every datum of {self._what()} is at one input ({self.X[0].tolist()}): the "
@@ -370,31 +307,6 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedMode
         return equation_problem(self)
 
     # -- construction helpers ----------------------------------------------------------
-    def _standardise_on_domain(self, standardize):
-        """Inputs standardised by the domain box (its centre, and the spread of a uniform
-        distribution on it), so that a kernel's lengthscale means the same wherever the data
-        lie in it."""
-        if not standardize:
-            return
-        low, high = self.domain.low, self.domain.high
-        self.standardizer = Standardizer(self.X, self.y, True, x_loc=(low + high) / 2,
-                                         x_scale=(high - low) / math.sqrt(12.0))
-        self.X_s = self.standardizer.x_to_model(self.X)
-        self.y_s = self.standardizer.y_to_model(self.y)
-
-    def _make_kernel(self, kernel, feature_net):
-        if kernel == "se":
-            return se_ard(self.input_dim, dtype=self.X.dtype)
-        if kernel == "deep":
-            net = feature_net or MLP(self.input_dim, 20, dtype=self.X.dtype)
-            with torch.no_grad():
-                width = net(self.X_s[:1]).shape[-1]
-            return deep_kernel(net, width, dtype=self.X.dtype)
-        if isinstance(kernel, str) or not derivative_kernel_supported(kernel):
-            raise ValueError(f"Expected kernel to be 'se', 'deep', an RBF kernel or a "
-                             f"Warping(RBF) deep kernel; got {kernel!r}")
-        return kernel
-
     @property
     def starts(self):
         """The fit's starts: each candidate set of source inputs (``source_inputs="auto"``;
@@ -425,85 +337,6 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedMode
                 self.source_mask.copy_(mask)
         return shift
 
-    def source_inputs(self):
-        """The names of the inputs the ``"gp"`` source depends on (as fitted), or ``()``."""
-        if self.source_kind != "gp":
-            return ()
-        active = list(self.source_kernel.active_dims)
-        return tuple(self.input_names[j] for j in active if float(self.source_mask[j]) > 0)
-
-    def prepare_fit(self):
-        r"""Decide, once before a fit (:func:`~pyro_pidkl.infer.fit` calls it), whether a
-        noise learned by default (``learn_noise=None``) is learned at all: data that an
-        SE-ARD GP on the data alone (a maximin subset of at most :data:`DATA_FIT_POINTS`)
-        interpolates with a noise under 0.1% of the signal
-        (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`; the boundary values of a PDE) are
-        taken as exact, the noise held at its floor. Learned, it would take the physics'
-        discretisation error for noise and give up the boundary values with it.
-
-        :returns: the data-only fit (a :class:`~pyro_pidkl.gp.data_fit.DataFit`) or
-            ``None``."""
-        if not (self._noise_auto and "noise" in self._pyro_params):
-            return None
-        from ...gp.data_fit import fit_data_only
-        U, y = self.X_s, (self.y_s - self.prior_mean()).detach()
-        if U.shape[0] > DATA_FIT_POINTS:     # whether data show noise: a subset tells
-            keep = maximin_subset(U, DATA_FIT_POINTS)
-            U, y = U[keep], y[keep]
-        found = fit_data_only(U, y, self.noise_floor)
-        if found is not None and found.exact:
-            self._hold_noise(False, self.noise_floor, self.noise_floor)
-        return found
-
-    def _refine_approximation(self):
-        """With ``inducing="auto"`` and Titsias's bound in use, double the inducing points
-        while the bound's trace term at the current parameters and linearisation exceeds
-        :data:`INDUCING_GAP` nats (at most :data:`INDUCING_MAX`, with a warning if it is
-        still above). Called by :meth:`relinearise`; returns whether the count grew (the
-        objective changed)."""
-        if not self.inducing_auto:
-            return False
-        grew = False
-        with torch.no_grad():
-            while self._inducing_inputs() is not None:
-                N, count = self.X_s.shape[0], int(self.inducing_count)
-                gap = float(self.joint(*self.linearise(self.f0)).gap)
-                if gap <= INDUCING_GAP or count >= min(N, INDUCING_MAX):
-                    if gap > INDUCING_GAP:
-                        warn(f"The inducing-point bound on the data's likelihood of "
-                             f"{self._what()} is {gap:.3g} nats below the exact one at "
-                             f"{count} inducing points (the most inducing='auto' takes): "
-                             f"pass inducing= a larger count, or data_likelihood='exact'")
-                    break
-                self.inducing_count.fill_(min(2 * count, N, INDUCING_MAX))
-                self._cache = None
-                grew = True
-        return grew
-
-    def _hold_noise(self, learn, noise, floor):
-        """With ``learn_noise=None``, fewer than ten data cannot tell noise from signal (one
-        initial value, two end values: the marginal likelihood takes whatever the physics
-        does not fit exactly, discretisation error included, for noise): the data are then
-        taken as exact, the noise held at its floor. ``False`` holds it at ``noise``."""
-        self._noise_auto = learn is None
-        if learn is None:
-            learn = self.X.shape[0] >= 10
-            noise = floor if noise is None else noise
-        if learn:
-            return
-        noise = floor if noise is None else noise
-        del self.noise
-        self.register_buffer("noise", torch.tensor(float(max(noise, 1e-300)), dtype=self.X.dtype))
-        self.learn_noise = False
-
-    def _residual_noise(self, part):
-        value, floor = part.value, part.floor
-        if part.learn:
-            self.residual_noise = PyroParam(torch.tensor(float(value), dtype=self.X.dtype),
-                                            constraints.greater_than(float(floor)))
-        else:
-            self.register_buffer("residual_noise", torch.tensor(float(value), dtype=self.X.dtype))
-
     # -- adequacy (LinearisedConditioning.adequacy) ---------------------------------------
     def _log_evidence_ratio(self):
         r""":math:`\log p(y \mid v) - \log p(y)`: the fit's data density given the
@@ -518,9 +351,6 @@ class PhysicsConditionedGP(EquationJoint, ConditionedPrediction, ConditionedMode
             alone = fit_data_only(self.X_s, (self.y_s - self.prior_mean()).detach(),
                                   self.noise_floor, lengthscale=REFERENCE_LENGTHSCALES)
         return math.nan if alone is None else conditional - alone.log_likelihood
-
-    def _noise_is_learned(self):
-        return "noise" in self._pyro_params
 
     # -- what messages and reports name -------------------------------------------------
     def _what(self):

@@ -253,3 +253,62 @@ class TrajectoryMatching:
                 out[o] = float(np.sqrt(np.mean((np.asarray(path) - y) ** 2))
                                / float(self.y_scale[c]))
         return out
+
+    # -- the fit's starts and stages ------------------------------------------------------
+    def continuation(self):
+        r"""The stages :func:`~pyro_pidkl.infer.fit` runs before the fit itself when the
+        system has learned coefficients. First :meth:`match_gradients`, then, for an
+        explicit ODE with data, :meth:`match_trajectories` (shooting); then the residual
+        noise :math:`\tau` at :math:`10^{-1}, 10^{-2}, \dots` down to the model's own, each
+        fit starting from the last. Held loosely, the equations leave the GPs to follow the
+        data and the coefficients' objective has one broad optimum (close to gradient
+        matching); held tightly from the start, the marginal likelihood of an oscillator's
+        coefficients has many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at
+        c = 0.9 with the truth's 3.0 a hundred nats better). After a shooting fit there are
+        no stages, the fit held tightly at once (on a trajectory of the ODE already; loose
+        stages let an unobserved output drift: SIR's susceptibles collapsed to a constant),
+        except in the second start (:attr:`starts`), which runs them all. The model's
+        :math:`\tau` is put back at the end."""
+        if not self._coefficients():
+            return
+        self.match_gradients()
+        shot = self.match_trajectories()
+        target = float(self.residual_noise)
+        tight = shot is not None and shot.improved and not self._loose_start
+        tau = target if tight else 1e-1
+        try:
+            while tau > 10 * target:
+                self.residual_noise.fill_(tau)
+                self._cache = None
+                yield tau
+                tau /= 10
+        finally:
+            self.residual_noise.fill_(target)
+            self._loose_start = False
+            self._cache = None
+
+    @property
+    def starts(self):
+        """Starts of a fit, each through :meth:`continuation`, the best final objective kept
+        (as :attr:`PhysicsConditionedGP.starts`). Without shooting: the coefficients as
+        given, and moved by a factor of three either way (``log 3`` in their unconstrained
+        space; on FitzHugh-Nagumo one continuation ended 63 nats below the truth's basin).
+        With shooting (an explicit ODE with data), which finds its own start: two, held
+        tightly at once and through every stage from :math:`10^{-1}`
+        (:meth:`continuation`)."""
+        if not self._coefficients():
+            return [0.0]
+        if self._shoots():
+            return [0.0, 0.0]
+        return [0.0, math.log(3.0), -math.log(3.0)]
+
+    def _shoots(self):
+        """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE
+        with data."""
+        return self.ode is not None and sum(self.counts) > 0
+
+    def _begin_start(self, r, start):
+        """Start ``r``: the second of a shooting fit's starts runs every stage
+        (:meth:`continuation`); returns its coefficients' move."""
+        self._loose_start = self._shoots() and r % len(self.starts) == 1
+        return start

@@ -30,81 +30,39 @@ stage (:mod:`~pyro_pidkl.models.conditioning.stages`).
 import math
 
 import torch
-from pyro.nn import PyroModule, PyroParam
-from torch.distributions import constraints
+from pyro.nn import PyroModule
 
-from ...checks import warn, warn_if_interrupted
+from ...checks import warn
 from ...gp.data_fit import fit_data_only
-from ...kernels.se import se_ard
-from ...physics.collocation import collocation_set, half_spacing
+from ...physics.collocation import collocation_set
 from ...physics.domain import Box
 from ...physics.linearise import unused_coefficients
+from ...physics.observations import split_by_output
 from ...physics.ode import explicit_ode
 from ...physics.system import EquationSystem, is_linear_system, linearise_system
-from ...param_scope import own_parameters
 from ..conditioning.conditioned import ConditionedModel
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
-from .counts import CountObservations, output_likelihoods
-from ..parts import take_parts
-from ...physics.observations import output_scales, split_by_output
-from .conditions import SystemConditions
-from .joint import SystemJoint
-from .matching import TrajectoryMatching
 from ..conditioning.referee import referee, system_problem
 from ..conditioning.stages import keep_best_stage
 from ..conditioning.starts import default_starts
+from ..parts import take_parts
+from .conditions import SystemConditions
+from .counts import CountObservations, output_likelihoods
+from .joint import SystemJoint
+from .matching import TrajectoryMatching
+from .prediction import SystemPrediction
+from .prior import SystemPrior
 
 __all__ = ["ConditionedSystemGP"]
-
-#: each output's prior variance stays below this, in its standardised units (the data's
-#: spread is 1): the residual noise is relative to the prior variance of the operator, so a
-#: variance free to grow loosens every equation with it (on twenty years of lynx and hare
-#: counts it reached 7e5, and the posterior mean missed the equation by 20-38% of its terms)
-MAX_VARIANCE = 1e2
-
-#: and above this: a prior whose spread is a tenth of the data's cannot hold them, and one
-#: that collapses is a degenerate optimum (the README's spring ended at 4e-10 and 3e-11,
-#: its coefficients then unidentified)
-MIN_VARIANCE = 1e-2
-
-#: the fewest collocation spacings a lengthscale spans (:meth:`ConditionedSystemGP._log_lengthscale_floor`):
-#: an SE kernel at two spacings carries an equation between its points, at one it does not
-RESOLVED_SPACINGS = 2.0
-
-#: where a learned noise starts without a data-only fit, and a held one's value by default
-#: (each output's standardised units)
-NOISE = 1e-2
-
-#: the noise's floor by default
-NOISE_FLOOR = 1e-8
 
 #: the model's own settings besides its parts, with their defaults
 OWN_SETTINGS = {"objective": "conditional", "newton_tol": 1e-6, "newton_max_iter": 30,
                 "parameter_uncertainty": True, "dtype": torch.float64}
 
 
-def noise_floor_of(likelihoods, default):
-    """The one noise floor of a system's Gaussian outputs (:data:`NOISE_FLOOR` unless a
-    likelihood part sets it; parts that set different floors are refused in one line)."""
-    floors = {p.floor for p in [default, *likelihoods]
-              if p.kind == "gaussian" and p.floor is not None}
-    if len(floors) > 1:
-        raise ValueError(f"Expected one noise floor for every Gaussian output of a system; got "
-                         f"{sorted(floors)}")
-    return floors.pop() if floors else NOISE_FLOOR
-
-
-def _fill(held, index, learned):
-    """``held`` ``(C,)`` with the entries at ``index`` replaced by ``learned`` (kept
-    differentiable)."""
-    if not index:
-        return held
-    return held.index_put((torch.tensor(index),), learned)
-
-
-class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
-                          CountObservations, ConditionedModel, PyroModule):
+class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemConditions,
+                          TrajectoryMatching, CountObservations, ConditionedModel, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -115,32 +73,17 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
     :param input_names: the names of the input columns (default: the system's ``inputs``).
     :param domain: a :class:`~pyro_pidkl.physics.Box` where the system holds (default: the
         data's box; give the whole interval to predict beyond the data).
-    :param collocation: the number of collocation points (default ``200 d``) or an
-        ``(M, d)`` tensor; every equation holds at each of them.
-    :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
-    :param float residual_noise: :math:`\tau`, each equation's residual variance relative to
-        its prior variance at the point (as :class:`PhysicsConditionedGP`).
-    :param scales: ``{output: (loc, scale)}`` (or ``scale`` alone): where an output's prior
-        is centred and its size, in user units (default: its data's mean and spread; for an
-        output never observed, ``(0, 1)``: give them when its size is known roughly;
-        :func:`~pyro_pidkl.physics.observations.output_scales`).
-    :param learn_noise: learn each observed output's noise (``True``), hold it at
-        ``noise`` (``False``), or (``None``, default) learn it for outputs with ten data or
-        more.
-    :param float noise: noise variance in the output's standardised units (where a learned
-        noise starts when there is no data-only fit to start from).
-    :param str objective: ``"conditional"`` (default, :math:`\log p(y \mid v)`) or
-        ``"joint"``.
-    :param bool parameter_uncertainty: predictions carry the Laplace uncertainty of the
-        coefficients and the GPs' identified parameters once fitted (as
-        :class:`PhysicsConditionedGP`).
-    :param dict priors: priors on the GPs' own parameters by name (as
-        :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
-    :param dict likelihoods: ``{output: "poisson" | "negative_binomial"}``: that output is
-        the log of the mean of counts observed with that likelihood (its dispersion learned),
+    :param collocation: a :class:`~pyro_pidkl.models.parts.collocation.Collocation`
+        (points, design, seed), a count (default ``200 d``) or an ``(M, d)`` tensor; every
+        equation holds at each point.
+    :param likelihoods: how each output's data arise: one part of
+        :mod:`~pyro_pidkl.models.parts.likelihoods` for every output, or ``{output: part}``
+        (names accepted: ``"poisson"``, ``"negative_binomial"``), the others
+        :class:`~pyro_pidkl.models.parts.likelihoods.GaussianNoise` (learned from ten data
+        on, else held at its floor, default ``1e-8`` in the output's standardised units;
+        one floor for all outputs). A count output is the log of the counts' mean,
         conditioned on through the Laplace approximation
-        (:mod:`~pyro_pidkl.models.system.counts`; write the system for the logs, as for
-        log-normal data); the others are Gaussian.
+        (:mod:`~pyro_pidkl.models.system.counts`).
     :param conditions: known values of any output, measured or not, and of their
         derivatives: :class:`~pyro_pidkl.physics.Condition` objects whose operator reads the
         outputs by name (``Condition([[0.0]], lambda f, x: f["S"], 0.99)``), conditioned on
@@ -150,6 +93,19 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         shooting stage's search over the coefficients and the initial states of outputs
         nobody measured (:mod:`~pyro_pidkl.models.conditioning.starts`; default: 64 per searched
         dimension, 64 to 512; ``0`` shoots from gradient matching's answer alone).
+    :param scales: ``{output: (loc, scale)}`` (or ``scale`` alone): where an output's prior
+        is centred and its size, in user units (default: its data's mean and spread; for an
+        output never observed, ``(0, 1)``: give them when its size is known roughly;
+        :func:`~pyro_pidkl.physics.observations.output_scales`).
+    :param dict priors: priors on the GPs' own parameters by name (as
+        :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
+    :param settings: ``residual_noise`` (:math:`\tau`, each equation's residual variance
+        relative to its prior variance at the point, default ``1e-6``), ``objective``
+        (``"conditional"``, :math:`\log p(y \mid v)`, default, or ``"joint"``),
+        ``newton_tol``, ``newton_max_iter``, ``parameter_uncertainty`` (as
+        :class:`PhysicsConditionedGP`), ``dtype``; and the older keywords ``design``, ``seed``
+        (the collocation's), ``noise``, ``noise_floor``, ``learn_noise`` (every Gaussian
+        output's likelihood), ``likelihood`` (the default part).
     """
 
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
@@ -192,57 +148,8 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
         low, high = self.domain.low, self.domain.high
         self.register_buffer("x_loc", (low + high) / 2)
         self.register_buffer("x_scale", (high - low) / math.sqrt(12.0))
-        locs, sds = output_scales([y for _, y in parts], self.outputs, scales)
-        self.X_by_output, self._y_user, self.X_s, self._y_std = [], [], [], []
-        for (X, y), loc, sd in zip(parts, locs, sds):
-            self.X_by_output.append(X)
-            self._y_user.append(y)
-            self.X_s.append((X - self.x_loc) / self.x_scale)
-            self._y_std.append((y - loc) / sd)
-        self.register_buffer("y_loc", torch.tensor(locs, dtype=dtype))
-        self.register_buffer("y_scale", torch.tensor(sds, dtype=dtype))
-        self.counts = [int(y.shape[0]) for y in self._y_user]
+        self._set_outputs(parts, scales, default.likelihood, dtype)
         self.register_buffer("X", X_all)       # every observation's inputs (long form)
-        # priors: one SE-ARD kernel per output, started from a data-only fit where there are
-        # data (others at the observed outputs' median lengthscale)
-        fits = [fit_data_only(U, y) if y.shape[0] >= 3 else None
-                for U, y in zip(self.X_s, self._y_std)]
-        found = [f.lengthscale for f in fits if f is not None]
-        typical = (torch.stack(found).median(0).values if found
-                   else torch.ones(self.input_dim, dtype=dtype))
-        self.kernels = PyroModule[torch.nn.ModuleList](
-            [se_ard(self.input_dim, dtype=dtype) for _ in self.outputs])
-        with torch.no_grad():
-            for kern, f in zip(self.kernels, fits):
-                kern.lengthscale = PyroParam(
-                    (f.lengthscale if f is not None else typical).clamp(0.05, 20.0).clone(),
-                    constraints.positive)
-        # an observed output's prior is centred on its data (0 after standardising); an
-        # unobserved one's centre is learned
-        self.mean_learned = [c for c in range(C) if not self.counts[c]]
-        self.register_buffer("mean_held", torch.zeros(C, dtype=dtype))
-        if self.mean_learned:
-            self.mean_unobserved = PyroParam(torch.zeros(len(self.mean_learned), dtype=dtype))
-        # noise: learned for outputs with enough data, held at its floor for the others
-        noise_floor = noise_floor_of(self.likelihood_parts, default.likelihood)
-        gaussian = [p if p.kind == "gaussian" else None for p in self.likelihood_parts]
-        # a count output's noise is its likelihood's: no Gaussian noise besides
-        learned = [g is not None and (n >= 10 if g.learn is None else bool(g.learn) and n > 0)
-                   for g, n in zip(gaussian, self.counts)]
-        self.noise_learned = [c for c in range(C) if learned[c]]
-        start = [max(f.noise_ratio, 10 * noise_floor) if f is not None else
-                 (g.noise if g is not None and g.noise is not None else NOISE)
-                 for f, g in zip(fits, gaussian)]
-        # held: at its floor by default (too few data to tell noise from signal: one
-        # initial value pins a trajectory), at its ``noise`` when the user holds it
-        # (a count output's: as the default likelihood's, besides its working response)
-        held = [noise_floor if h.learn is None else (NOISE if h.noise is None else h.noise)
-                for h in (g or default.likelihood for g in gaussian)]
-        self.register_buffer("noise_held", torch.tensor(held, dtype=dtype))
-        if self.noise_learned:
-            self.noise = PyroParam(torch.tensor([start[c] for c in self.noise_learned],
-                                                dtype=dtype),
-                                   constraints.greater_than(float(noise_floor)))
         design, seed = default.collocation.design, default.collocation.seed
         Z = collocation_set(default.collocation.points, self.domain, names, design, seed, dtype)
         Z = self._set_conditions(conditions, Z)      # known values' points appended
@@ -303,15 +210,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
 
     # -- parameters ----------------------------------------------------------------------
     @property
-    def mean(self):
-        r""":math:`m_c`, each output's prior centre in standardised units ``(C,)``."""
-        return _fill(self.mean_held, self.mean_learned, getattr(self, "mean_unobserved", None))
-
-    def noises(self):
-        """Each output's noise variance in its standardised units ``(C,)``."""
-        return _fill(self.noise_held, self.noise_learned, getattr(self, "noise", None))
-
-    @property
     def y_s(self):
         """Each output's data in its standardised units (a count output's: its working
         response, :mod:`~pyro_pidkl.models.system.counts`)."""
@@ -337,53 +235,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
             return {n: getattr(self.system, n).detach().cpu().tolist()
                     for n in self.system.parameter_names}
 
-    def continuation(self):
-        r"""The stages :func:`~pyro_pidkl.infer.fit` runs before the fit itself when the
-        system has learned coefficients. First :meth:`match_gradients`, then, for an
-        explicit ODE with data, :meth:`match_trajectories` (shooting); then the residual
-        noise :math:`\tau` at :math:`10^{-1}, 10^{-2}, \dots` down to the model's own, each
-        fit starting from the last. Held loosely, the equations leave the GPs to follow the
-        data and the coefficients' objective has one broad optimum (close to gradient
-        matching); held tightly from the start, the marginal likelihood of an oscillator's
-        coefficients has many (on FitzHugh-Nagumo, from a = b = 0.5, c = 1, the fit ended at
-        c = 0.9 with the truth's 3.0 a hundred nats better). After a shooting fit there are
-        no stages, the fit held tightly at once (on a trajectory of the ODE already; loose
-        stages let an unobserved output drift: SIR's susceptibles collapsed to a constant),
-        except in the second start (:attr:`starts`), which runs them all. The model's
-        :math:`\tau` is put back at the end."""
-        if not self._coefficients():
-            return
-        self.match_gradients()
-        shot = self.match_trajectories()
-        target = float(self.residual_noise)
-        tight = shot is not None and shot.improved and not self._loose_start
-        tau = target if tight else 1e-1
-        try:
-            while tau > 10 * target:
-                self.residual_noise.fill_(tau)
-                self._cache = None
-                yield tau
-                tau /= 10
-        finally:
-            self.residual_noise.fill_(target)
-            self._loose_start = False
-            self._cache = None
-
-    @property
-    def starts(self):
-        """Starts of a fit, each through :meth:`continuation`, the best final objective kept
-        (as :attr:`PhysicsConditionedGP.starts`). Without shooting: the coefficients as
-        given, and moved by a factor of three either way (``log 3`` in their unconstrained
-        space; on FitzHugh-Nagumo one continuation ended 63 nats below the truth's basin).
-        With shooting (an explicit ODE with data), which finds its own start: two, held
-        tightly at once and through every stage from :math:`10^{-1}`
-        (:meth:`continuation`)."""
-        if not self._coefficients():
-            return [0.0]
-        if self._shoots():
-            return [0.0, 0.0]
-        return [0.0, math.log(3.0), -math.log(3.0)]
-
     def after_fit(self, refit):
         """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
         stage (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`)."""
@@ -392,58 +243,6 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
 
     def _exact_problem(self):
         return system_problem(self)
-
-    def _shoots(self):
-        """Whether the fit starts by shooting (:meth:`match_trajectories`): an explicit ODE
-        with data."""
-        return self.ode is not None and sum(self.counts) > 0
-
-    def _begin_start(self, r, start):
-        """Start ``r``: the second of a shooting fit's starts runs every stage
-        (:meth:`continuation`); returns its coefficients' move."""
-        self._loose_start = self._shoots() and r % len(self.starts) == 1
-        return start
-
-    def parameter_bounds(self):
-        """Lengthscales stay above their floor (:meth:`_log_lengthscale_floor`); an observed output's prior variance
-        between :data:`MIN_VARIANCE` and :data:`MAX_VARIANCE` of its data's; an unobserved
-        output's is held where its scale (``scales``, or the shooting stage's trajectory)
-        puts it: no datum says how large its prior should be, and the marginal likelihood,
-        free to choose, shrank the README spring's velocity to 0.01 (its fit then missed
-        the velocity by 1.4 at the start)."""
-        out = {k.lengthscale_unconstrained: (self._log_lengthscale_floor(c), None)
-               for c, k in enumerate(self.kernels)}
-        out.update(self._held_coefficient_bounds())       # keep_best_stage holds them
-        for c, k in enumerate(self.kernels):
-            if self.counts[c]:
-                out[k.variance_unconstrained] = (math.log(MIN_VARIANCE),
-                                                 math.log(MAX_VARIANCE))
-            else:               # no data: held where its scale (or its trajectory) puts it
-                u = float(k.variance_unconstrained.detach())
-                out[k.variance_unconstrained] = (u, u)
-        return out
-
-    def _log_lengthscale_floor(self, c=None):
-        """The log of output ``c``'s lengthscale's lower bound in standardised units (default:
-        the lowest of them): half the spacing of all the points; for an output nobody
-        measured, or one observed as counts (whose data do not pin its lengthscale: the
-        objective drives it to the lowest allowed), at least :data:`RESOLVED_SPACINGS`
-        spacings of the equations' collocation points. Below that the equations hold at the
-        points and not between them (the README spring's unmeasured velocity went to about
-        one spacing at every collocation count tried, 200 to 800, and its equations then
-        failed between the points by 15-28% of their terms; held at two spacings, 2.5%; the
-        coefficients unchanged). An output measured with Gaussian noise keeps the lower
-        bound: its data set its lengthscale, and FitzHugh-Nagumo's fast transitions need one
-        under two spacings of the default points (held there, its predictions beyond the
-        data fell from RMSE 0.02 to 0.5)."""
-        half = half_spacing(sum(self.counts) + self.Z.shape[0], self.input_dim)
-        if c is None:
-            return math.log(half)
-        if self.counts[c] and c not in self.count_outputs:
-            return math.log(half)
-        M = self.Z.shape[0] - getattr(self, "condition_rows", 0)
-        return math.log(max(half,
-                            RESOLVED_SPACINGS * 2 * half_spacing(max(M, 1), self.input_dim)))
 
     # -- adequacy (LinearisedConditioning.adequacy) -------------------------------------------
     def _log_evidence_ratio(self):
@@ -464,45 +263,7 @@ class ConditionedSystemGP(SystemJoint, SystemConditions, TrajectoryMatching,
             alone += found.log_likelihood
         return conditional - alone
 
-    def _noise_is_learned(self):
-        return bool(self.noise_learned)
-
     # -- predictions -------------------------------------------------------------------------
-    def _check_new_inputs(self, Xnew):
-        X = torch.as_tensor(Xnew, dtype=self.Z.dtype)
-        X = X[:, None] if X.dim() == 1 and self.input_dim == 1 else X
-        if X.dim() != 2 or X.shape[1] != self.input_dim:
-            raise ValueError(f"Expected Xnew of shape (P, {self.input_dim}) for inputs "
-                             f"{self.input_names}; got {tuple(X.shape)}")
-        return X
-
-    @own_parameters
-    def forward(self, Xnew, noiseless=True):
-        r"""Posterior means and variances of every output at ``Xnew`` ``(P, d)`` in user
-        units: ``(mean, var)``, each ``(P, C)`` in the order of ``outputs`` (with
-        ``noiseless=False`` the variance of a new observation). Pure: nothing is written."""
-        U = (self._check_new_inputs(Xnew) - self.x_loc) / self.x_scale
-        warn_if_interrupted(self)
-        with torch.no_grad():
-            joint = self.solve()[0]
-            means, variances = [], []
-            for c, kern in enumerate(self.kernels):
-                cross = self._cross(joint, c, U)
-                mean = joint.mean(cross) + self.mean[c]
-                var = joint.variance(cross, kern(U, diag=True))
-                # an unobserved output's centre is a parameter: it moves between the points
-                var = var + self._parameter_spread(
-                    lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
-                if not noiseless:
-                    if c in self.count_outputs:
-                        raise ValueError(f"Expected noiseless=True for count output "
-                                         f"{self.outputs[c]!r}: its new observations are "
-                                         f"counts (model.predict_counts(X))")
-                    var = var + self.noises()[c]
-                means.append(self.y_loc[c] + self.y_scale[c] * mean)
-                variances.append(self.y_scale[c] ** 2 * var)
-            return torch.stack(means, 1), torch.stack(variances, 1)
-
     # -- Laplace -------------------------------------------------------------------------------
     def _nuisance_parameters(self):
         """The GPs' own parameters (lengthscales, variances, noises, unobserved means)."""

@@ -1,0 +1,52 @@
+r"""Predictions of a conditioned system: each output's posterior mean and variance given the
+data and the system, with the coefficients' share of the variance once fitted
+(:mod:`~pyro_pidkl.models.conditioning.parameter_uncertainty`). Pure: nothing is written.
+
+:class:`SystemPrediction` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`.
+"""
+
+import torch
+
+from ...checks import warn_if_interrupted
+from ...param_scope import own_parameters
+
+__all__ = ["SystemPrediction"]
+
+
+class SystemPrediction:
+    """``model(Xnew)`` (module docstring)."""
+
+    def _check_new_inputs(self, Xnew):
+        X = torch.as_tensor(Xnew, dtype=self.Z.dtype)
+        X = X[:, None] if X.dim() == 1 and self.input_dim == 1 else X
+        if X.dim() != 2 or X.shape[1] != self.input_dim:
+            raise ValueError(f"Expected Xnew of shape (P, {self.input_dim}) for inputs "
+                             f"{self.input_names}; got {tuple(X.shape)}")
+        return X
+
+    @own_parameters
+    def forward(self, Xnew, noiseless=True):
+        r"""Posterior means and variances of every output at ``Xnew`` ``(P, d)`` in user
+        units: ``(mean, var)``, each ``(P, C)`` in the order of ``outputs`` (with
+        ``noiseless=False`` the variance of a new observation). Pure: nothing is written."""
+        U = (self._check_new_inputs(Xnew) - self.x_loc) / self.x_scale
+        warn_if_interrupted(self)
+        with torch.no_grad():
+            joint = self.solve()[0]
+            means, variances = [], []
+            for c, kern in enumerate(self.kernels):
+                cross = self._cross(joint, c, U)
+                mean = joint.mean(cross) + self.mean[c]
+                var = joint.variance(cross, kern(U, diag=True))
+                # an unobserved output's centre is a parameter: it moves between the points
+                var = var + self._parameter_spread(
+                    lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
+                if not noiseless:
+                    if c in self.count_outputs:
+                        raise ValueError(f"Expected noiseless=True for count output "
+                                         f"{self.outputs[c]!r}: its new observations are "
+                                         f"counts (model.predict_counts(X))")
+                    var = var + self.noises()[c]
+                means.append(self.y_loc[c] + self.y_scale[c] * mean)
+                variances.append(self.y_scale[c] ** 2 * var)
+            return torch.stack(means, 1), torch.stack(variances, 1)
