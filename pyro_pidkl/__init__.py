@@ -44,7 +44,8 @@ _SOURCES = {
     "StateSpaceGP": "statespace",
     "Collocation": "models", "Dense": "models", "GPSource": "models", "GaussianNoise": "models",
     "Inducing": "models", "KnownSource": "models", "NegativeBinomial": "models",
-    "Poisson": "models", "ResidualNoise": "models", "ZeroSource": "models",
+    "Poisson": "models", "ResidualNoise": "models", "SparseCholesky": "models",
+    "ZeroSource": "models",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
                 "statespace")

@@ -117,7 +117,24 @@ def test_parts_refuse_bad_values_and_double_settings_in_one_line():
         pk.ConditionedSystemGP(system, {"u": (t, y)}, colocation=20)
 
 
-@pytest.mark.parametrize("cls", ["PhysicsConditionedGP", "ConditionedSystemGP"])
+def test_the_sparse_solvers_settings_are_a_part():
+    axis = torch.linspace(0, 1, 9, dtype=D)
+    grid = torch.cartesian_prod(axis, axis)
+    edge = (grid == 0).any(1) | (grid == 1).any(1)
+    eq = Equation(lambda f, x: -f.laplacian("x", "y"), inputs=("x", "y"))
+    args = (grid[edge], torch.zeros(int(edge.sum()), dtype=D), eq, grid[~edge])
+    old = pk.SparseCholeskySolver(*args, rho=3.0, dense_limit=0, cg_tol=1e-9)
+    new = pk.SparseCholeskySolver(*args, settings=pk.SparseCholesky(rho=3.0, dense_limit=0,
+                                                                   cg_tol=1e-9))
+    for name in ("rho", "rho_preconditioner", "dense_limit", "cg_tol", "nugget", "lam"):
+        assert getattr(old, name) == getattr(new, name)
+    assert old.settings == new.settings
+    with pytest.raises(ValueError, match="not both"):
+        pk.SparseCholeskySolver(*args, settings=pk.SparseCholesky(), rho=3.0)
+
+
+@pytest.mark.parametrize("cls", ["PhysicsConditionedGP", "ConditionedSystemGP",
+                                 "SparseCholeskySolver"])
 def test_no_constructor_takes_more_than_twelve_named_arguments(cls):
     params = [p for p in inspect.signature(getattr(pk, cls).__init__).parameters.values()
               if p.name != "self" and p.kind is not p.VAR_KEYWORD]

@@ -9,12 +9,12 @@ from .conditioning import (ConvergenceWarning, GaussNewtonResult, Referee, Refer
 from .pidkl import (DKL, LFM, PIDKL, SKL, ExactGP, GPModel, SparseGP, SparsePIDKL,
                     SystemPIDKL)
 from .parts import (Collocation, Dense, GaussianNoise, GPSource, Inducing, KnownSource,
-                    NegativeBinomial, Poisson, ResidualNoise, ZeroSource)
+                    NegativeBinomial, Poisson, ResidualNoise, SparseCholesky, ZeroSource)
 from .single import PhysicsConditionedGP
 from .system import ConditionedSystemGP
 
 __all__ = ["Collocation", "Dense", "GPSource", "GaussianNoise", "Inducing", "KnownSource",
-           "NegativeBinomial", "Poisson", "ResidualNoise", "ZeroSource", "ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult",
+           "NegativeBinomial", "Poisson", "ResidualNoise", "SparseCholesky", "ZeroSource", "ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult",
            "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "Referee", "RefereeWarning",
            "SKL", "SparseCholeskySolver", "SparseGP", "SparsePIDKL", "SparseSolveResult",
            "SystemPIDKL", "collocation_points", "exact_fit"]

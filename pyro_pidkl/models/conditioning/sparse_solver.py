@@ -47,14 +47,15 @@ from scipy.spatial import cKDTree
 
 from ...checks import as_inputs
 from ...errors import ConvergenceWarning, SolverRefusedError
-from ...gp.sparse_cholesky import (DENSE_LIMIT, ENTRIES_PER_BATCH, SparseInverseCholesky,
-                                   maximin_order)
+from ...gp.sparse_cholesky import SparseInverseCholesky, maximin_order
 from ...infer.threads import fit_threads, torch_threads
-from ...kernels.matern import matern72_measurement_covariance
 from ...physics.collocation import collocation_points
 from ...physics.derivatives import Inputs
-from ...physics.linearise import derivatives_read, is_linear, linearise
+from ...physics.linearise import derivatives_read, is_linear
+from ..parts.solvers import SparseCholesky
 from .sparse_lengthscale import learn_lengthscale
+from .sparse_measurements import SparseMeasurements, _moved
+from .sparse_prediction import SparsePrediction
 
 __all__ = ["SparseCholeskySolver", "SparseSolveResult", "default_radius"]
 
@@ -84,7 +85,7 @@ class SparseSolveResult:
                 f"seconds={self.seconds:.3g})")
 
 
-class SparseCholeskySolver:
+class SparseCholeskySolver(SparseMeasurements, SparsePrediction):
     r"""Solve :math:`\psi[u] = g` from data at ``X`` (boundary values, or any point values)
     with collocation points ``collocation`` (module docstring).
 
@@ -99,27 +100,6 @@ class SparseCholeskySolver:
     :param input_names: the ``d`` input names (default: the equation's inputs).
     :param domain: a :class:`~pyro_pidkl.physics.Box`, for a count of collocation points.
     :param lengthscale: ``"learn"`` (default), a float or ``(d,)`` in user units.
-    :param float rho: radius of the covariance's factor (accuracy of the products); default
-        :func:`default_radius` of 4 (the radius of Chen, Owhadi & Schaefer in 2-D).
-    :param float rho_preconditioner: radius of the preconditioner's factor (CG steps);
-        default :func:`default_radius` of 6.
-    :param float nugget: added to each measurement's variance, relative to it: the
-        measurements are exact, so as small as float64 factorisations allow (a supernode
-        that does not factor gets more, :class:`~pyro_pidkl.gp.sparse_cholesky.
-        SparseInverseCholesky`); a larger one regularises the factor away from the model
-        and costs accuracy on fine grids.
-    :param float tol: Gauss-Newton stops when the solution at the points changes by less.
-    :param int max_iterations: Gauss-Newton steps at most.
-    :param float cg_tol: relative residual of the last CG solves (the first ones stop at
-        1e-2 times the last Gauss-Newton step, at most 1e-3).
-    :param int cg_max_iterations: CG iterations per solve at most (a warning beyond).
-    :param int learn_points: collocation points of the subset the lengthscale is learned on.
-    :param float preconditioner_tol: a sparse preconditioner is rebuilt when a column of the
-        linearised operator's weights moves by more than this, relative to its size (an
-        exact one every Gauss-Newton step).
-    :param float lam: the factors' supernodes' level ratio
-        (:func:`~pyro_pidkl.gp.sparse_cholesky.supernodes`; ``None``: one per point).
-    :param float alpha: the supernodes' centre spacing in units of the radius.
     :param nu: the Matern kernel's smoothness, a half-integer from 7/2, or ``"auto"`` (the
         default): with a learned lengthscale and at most ``dense_limit`` measurements (the
         covariance then usually factored exactly), the one of :attr:`NU_CANDIDATES` whose
@@ -128,11 +108,9 @@ class SparseCholeskySolver:
         CG iterations a step against 5-38 for 7/2, six times the time, at the same error),
         while in three inputs the smoother prior is the more accurate (the ``cube`` case of
         ``benchmarks/solver_speed.py``).
-    :param int dense_limit: the covariance's factor of at most this many measurements is the
-        exact one (:data:`~pyro_pidkl.gp.sparse_cholesky.DENSE_LIMIT`; ``0``: sparse unless
-        its supernodes would cost more); the preconditioner is exact up to
-        :attr:`PRECONDITIONER_DENSE_LIMIT` measurements (and this), else where that is
-        cheaper than its supernodes.
+    :param settings: the numerical settings, a
+        :class:`~pyro_pidkl.models.parts.solvers.SparseCholesky` (radii, nugget, tolerances,
+        iteration limits, supernodes, the dense limit; given as keywords too).
     :param int threads: torch threads while solving (``None``: as set; ``"auto"``: as
         :func:`~pyro_pidkl.infer.threads.fit_threads` decides for a fit). One by default: the
         factors are many small batches, which a second thread barely speeds up on a quiet
@@ -162,10 +140,15 @@ class SparseCholeskySolver:
     NU_CANDIDATES = (3.5, 4.5, 5.5)
 
     def __init__(self, X, y, equation, collocation, source=None, input_names=None, domain=None,
-                 lengthscale="learn", rho=None, rho_preconditioner=None, nugget=1e-14,
-                 tol=1e-6, max_iterations=20, cg_tol=1e-8, cg_max_iterations=1000,
-                 learn_points=600, preconditioner_tol=0.1, lam=1.5, alpha=1.0, nu="auto",
-                 threads=1, dense_limit=DENSE_LIMIT):
+                 lengthscale="learn", nu="auto", threads=1, settings=None, **older):
+        if settings is None:
+            settings = SparseCholesky(**older)
+        elif older:
+            raise ValueError(f"Expected the sparse solver's settings in pk.SparseCholesky(...) "
+                             f"or as keywords, not both; got {sorted(older)} beside it")
+        elif not isinstance(settings, SparseCholesky):
+            raise ValueError(f"Expected settings to be pk.SparseCholesky(...); got {settings!r}")
+        self.settings = settings
         names = tuple(input_names or equation.inputs or ())
         self.X = self._points(X, "X", len(names) or None)
         d = self.X.shape[1]
@@ -205,15 +188,12 @@ class SparseCholeskySolver:
             raise ValueError(f"Expected derivatives of order at most 2 (the Matern 7/2 "
                              f"kernel's); equation {equation.name!r} reads "
                              f"{[tuple(names[j] for j in i) for i in too_high]}")
-        self.rho = default_radius(4.0, d) if rho is None else float(rho)
-        self.rho_preconditioner = (default_radius(6.0, d) if rho_preconditioner is None
-                                   else float(rho_preconditioner))
-        self.nugget = nugget
-        self.tol, self.max_iterations = tol, max_iterations
-        self.cg_tol, self.cg_max_iterations = cg_tol, cg_max_iterations
-        self.learn_points = learn_points
-        self.preconditioner_tol = preconditioner_tol
-        self.lam, self.alpha = lam, alpha
+        self.rho = default_radius(4.0, d) if settings.rho is None else float(settings.rho)
+        self.rho_preconditioner = (default_radius(6.0, d) if settings.rho_preconditioner is None
+                                   else float(settings.rho_preconditioner))
+        for name in ("nugget", "tol", "max_iterations", "cg_tol", "cg_max_iterations",
+                     "learn_points", "preconditioner_tol", "lam", "alpha"):
+            setattr(self, name, getattr(settings, name))
         if nu != "auto" and not (isinstance(nu, (int, float)) and not isinstance(nu, bool)
                                  and float(nu) >= 3.5 and float(nu - 0.5).is_integer()):
             raise ValueError(f"Expected nu 'auto' or a half-integer >= 3.5 (7/2, 9/2, ...); "
@@ -222,7 +202,7 @@ class SparseCholeskySolver:
         #: the Matern smoothness used (``nu="auto"``: chosen when the lengthscale is learned)
         self.nu = 3.5 if nu == "auto" else float(nu)
         self.nu_likelihoods = None
-        self.dense_limit = int(dense_limit)
+        self.dense_limit = int(settings.dense_limit)
         self.threads = fit_threads(self, threads)
         if isinstance(lengthscale, str) and lengthscale != "learn":
             raise ValueError(f"Expected lengthscale 'learn', a float or ({d},); got "
@@ -256,42 +236,6 @@ class SparseCholeskySolver:
         return g
 
     # -- the measurements --------------------------------------------------------------
-    def _covariance(self, ell, nu=None):
-        nu = self.nu if nu is None else nu
-        return lambda PA, WA, PB, WB: matern72_measurement_covariance(
-            PA, WA, PB, WB, self.indices, ell, nu=nu)
-
-    def _base(self, Z):
-        """Base measurements: the value at every point of ``[X; Z]``, then each derivative
-        at every point of ``Z``: ``(points, point_of, weights, rows)`` with ``rows[k]`` the
-        measurement ids of index ``k`` at ``Z``."""
-        n, M, w = self.X.shape[0], Z.shape[0], len(self.indices)
-        points = torch.cat([self.X, Z])
-        point_of = [np.arange(n + M)]
-        W = [np.eye(w)[[0] * (n + M)]]
-        rows = {0: n + np.arange(M)}
-        for k in range(1, w):
-            rows[k] = n + M * k + np.arange(M)
-            point_of.append(n + np.arange(M))
-            W.append(np.eye(w)[[k] * M])
-        return points, np.concatenate(point_of), np.concatenate(W), rows
-
-    def _linearised(self, jet, Z, g, y=None):
-        r"""``(weights (n + M, w), rhs (n + M,), residual)`` of the data ``y`` (default all)
-        and the equation linearised at ``jet`` ``(w, M)`` at ``Z``; ``residual`` the RMS of
-        :math:`\psi[f] - g` there (Gauss-Newton's merit)."""
-        y = self.y if y is None else y
-        n, w = y.shape[0], len(self.indices)
-        lin = linearise(self.equation, {i: jet[k] for k, i in enumerate(self.indices)}, Z,
-                        self.names)
-        W = torch.zeros(n + Z.shape[0], w, dtype=torch.float64)
-        W[:n, 0] = 1
-        for k, idx in enumerate(self.indices):
-            if idx in lin.coefficients:
-                W[n:, k] = lin.coefficients[idx].detach()
-        return (W, torch.cat([y, g - lin.offset.detach()]),
-                float((lin.h0.detach() - g).pow(2).mean().sqrt()))
-
     # -- the lengthscale ---------------------------------------------------------------
     def learn_lengthscale(self):
         r"""The lengthscale (``(d,)``, user units) that maximises the log marginal
@@ -432,112 +376,7 @@ class SparseCholeskySolver:
             self._is_linear = is_linear(self.equation, self.Z[:min(32, len(self.Z))], self.names)
         return self._is_linear
 
-    @staticmethod
-    def _diagonal(points, point_of, W, cov):
-        P = points[torch.as_tensor(point_of)][:, None, :]
-        Wt = torch.as_tensor(W, dtype=torch.float64)[:, None, :]
-        with torch.no_grad():
-            return cov(P, Wt, P, Wt)[:, 0, 0]
-
-    @staticmethod
-    def _operator(Wl, rows, n, M, m):
-        r""":math:`C`: ``(n + M, m)``: the data rows pick the values at ``X``, the equation's
-        rows weigh each base measurement at their point."""
-        r = [np.arange(n)]
-        c = [np.arange(n)]
-        v = [np.ones(n)]
-        for k, ids in rows.items():
-            r.append(n + np.arange(M))
-            c.append(ids)
-            v.append(Wl[n:, k])
-        return scipy.sparse.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))),
-                                       shape=(n + M, m))
-
     # -- predictions -------------------------------------------------------------------
     def __call__(self, Xnew):
         """The solution at ``Xnew`` ``(P, d)``: :meth:`posterior_mean`."""
         return self.posterior_mean(Xnew)
-
-    def posterior_mean(self, Xnew, neighbours=25):
-        r"""The solution at ``Xnew`` ``(P, d)`` (``(P,)``), each point conditioned on the
-        solution's values and derivatives at its ``neighbours`` nearest points:
-
-        .. math::
-            u(x) \approx \operatorname{cov}(u(x), \phi_N)\, \Theta_{NN}^{-1} z_N,
-
-        with :math:`z = \Theta C^\top \lambda` the base measurements of the solution (the
-        screening that makes the factors sparse makes far points irrelevant here too; all
-        points: the exact posterior mean of the linearised problem). Solves first if
-        :meth:`solve` has not run. A point outside the box of the data and collocation
-        points by more than :data:`OUTSIDE_TOL` of its width is warned of: there the
-        equation was never imposed and the mean is the prior's extrapolation (zero far away)."""
-        if self.result is None:
-            self.solve()
-        Xnew = self._points(Xnew, "Xnew", len(self.names))
-        points = torch.cat([self.X, self.Z])
-        _warn_outside(Xnew, points, self.names)
-        n, w = self.X.shape[0], len(self.indices)
-        k = min(int(neighbours), points.shape[0])
-        have = torch.zeros(points.shape[0], w, dtype=torch.bool)
-        have[:, 0] = True
-        have[n:, :] = True
-        z = torch.zeros(points.shape[0], w, dtype=torch.float64)
-        z[:, 0] = torch.as_tensor(self.values)
-        z[n:, 1:] = torch.as_tensor(self.jet[1:]).T
-        _, near = cKDTree(points.numpy()).query(Xnew.numpy(), k=k)
-        near = torch.as_tensor(near.reshape(Xnew.shape[0], k))
-        cov = self._covariance(self.ell)
-        eye = torch.eye(w, dtype=torch.float64)
-        out = []
-        chunk = max(1, ENTRIES_PER_BATCH // (k * w) ** 2)
-        with torch.no_grad():
-            for s in range(0, Xnew.shape[0], chunk):
-                idx = near[s:s + chunk]                                     # (B, k)
-                B = idx.shape[0]
-                Pm = points[idx].repeat_interleave(w, dim=1)                # (B, k w, d)
-                Wm = eye.repeat(k, 1).expand(B, -1, -1)                     # (B, k w, w)
-                mask = have[idx].reshape(B, k * w)
-                T = cov(Pm, Wm, Pm, Wm)
-                T = torch.where(mask[:, :, None] & mask[:, None, :], T, 0.0)
-                T = T + torch.diag_embed(torch.where(mask, T.diagonal(dim1=-2, dim2=-1)
-                                                     * self.nugget, 1.0))
-                kx = cov(Xnew[s:s + chunk, None, :], eye[:1].expand(B, 1, w), Pm, Wm)
-                kx = torch.where(mask[:, None, :], kx, 0.0)
-                zm = torch.where(mask, z[idx].reshape(B, k * w), 0.0)
-                out.append((kx @ torch.linalg.solve(T, zm[..., None]))[:, 0, 0])
-        return torch.cat(out)
-
-    @property
-    def collocation_values(self):
-        """The solution at the collocation points (``(M,)``), from the last step."""
-        if self.result is None:
-            self.solve()
-        return torch.as_tensor(self.jet[0])
-
-
-#: a prediction further outside the points' box than this fraction of its width is warned of
-OUTSIDE_TOL = 0.05
-
-
-def _warn_outside(Xnew, points, names):
-    """One line when rows of ``Xnew`` lie outside the box of ``points`` by more than
-    :data:`OUTSIDE_TOL` of its width along some input."""
-    lo, hi = points.min(0).values, points.max(0).values
-    pad = OUTSIDE_TOL * (hi - lo).clamp_min(1e-300)
-    out = ((Xnew < lo - pad) | (Xnew > hi + pad))
-    if bool(out.any()):
-        which = [n for n, o in zip(names, out.any(0).tolist()) if o]
-        box = ", ".join(f"{n} in [{float(a):.3g}, {float(b):.3g}]"
-                        for n, a, b in zip(names, lo, hi))
-        warnings.warn(f"{int(out.any(1).sum())} of {Xnew.shape[0]} prediction points lie "
-                      f"outside the solved region ({box}) along {', '.join(which)}: the equation "
-                      f"was never imposed there (the mean is the prior's extrapolation, "
-                      f"zero far away)", UserWarning,
-                      stacklevel=3)
-
-
-def _moved(W, ref):
-    """The largest change of a column of weights relative to the column's size."""
-    size = ref.abs().amax(0).clamp_min(1e-300)
-    return float(((W - ref).abs().amax(0) / size).max())
-
