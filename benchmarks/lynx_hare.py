@@ -1,6 +1,8 @@
 """The lynx-hare record (Hudson's Bay Company pelts 1900-1920, `pk.datasets.lynx_hare`)
-fitted by the conditioned system GP with log-normal counts (the system written for the
-logs of the populations), against NumPyro's published posterior and, in the same run,
+fitted by the conditioned system GP with log-normal counts, two ways: the system written
+for the logs of the populations with Gaussian noise (method ``system``), and the system for
+the populations themselves with a log-normal likelihood part (``pk.LogNormalNoise``, method
+``system_lognormal``); against NumPyro's published posterior and, in the same run,
 NumPyro's NUTS on the exact ODE likelihood of the Stan case study's model (its priors; the
 peer of ``benchmarks/systems.py``, ``PIDKL_PEER_PYTHON``; 2 chains of 1000 + 1000).
 
@@ -9,7 +11,7 @@ and the first 15 years with the next 6 forecast (how many of the 6 held-out year
 species lie in the 90% predictive interval, observation noise included?). The rates start
 at 1 (the reference's are 0.02-0.8). Records in ``docs/results/lynx_hare.jsonl``.
 
-    python benchmarks/lynx_hare.py
+    python benchmarks/lynx_hare.py [--methods system,system_lognormal,numpyro]
     PIDKL_PEER_PYTHON=~/peer/bin/python python benchmarks/lynx_hare.py
 """
 
@@ -40,17 +42,26 @@ def _data(years):
     return t, hare.log(), lynx.log(), years
 
 
-def run_ours(years):
+def lotka_volterra(f, x, alpha, beta, gamma, delta):
+    """Lotka-Volterra for the hare and lynx populations themselves."""
+    u, v = f["hare"], f["lynx"]
+    return (u.d("t") - (alpha - beta * v) * u, v.d("t") - (-gamma + delta * u) * v)
+
+
+def run_ours(years, lognormal=False):
+    import torch
     import pyro_pidkl as pk
     from pyro_pidkl.datasets.lynx_hare import REFERENCE_POSTERIOR
     from pyro_pidkl.physics import EquationSystem
     t, u, v, n = _data(years)
-    system = EquationSystem(lotka_volterra_log, outputs=("hare", "lynx"), inputs=("t",),
+    psi = lotka_volterra if lognormal else lotka_volterra_log
+    system = EquationSystem(psi, outputs=("hare", "lynx"), inputs=("t",),
                             alpha=1.0, beta=1.0, gamma=1.0, delta=1.0)
     began = time.perf_counter()
-    model = pk.ConditionedSystemGP(system, {"hare": (t[:n, None], u[:n]),
-                                            "lynx": (t[:n, None], v[:n])},
-                                   domain=pk.Box(t=(0.0, 20.0)))
+    data = ({"hare": (t[:n, None], u[:n].exp()), "lynx": (t[:n, None], v[:n].exp())}
+            if lognormal else {"hare": (t[:n, None], u[:n]), "lynx": (t[:n, None], v[:n])})
+    model = pk.ConditionedSystemGP(system, data, domain=pk.Box(t=(0.0, 20.0)),
+                                   likelihoods=pk.LogNormalNoise() if lognormal else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pk.fit(model, progress=False)
@@ -61,7 +72,15 @@ def run_ours(years):
             out["coefficients"][k] = {"value": iv[k]["value"], "lower": iv[k]["lower"],
                                       "upper": iv[k]["upper"],
                                       "inside_reference90": bool(lo <= iv[k]["value"] <= hi)}
-        if n < len(t):
+        if n < len(t) and lognormal:      # log y = log f + e: by the delta method
+            mean, var = model(t[n:, None])
+            log_mean = mean.clamp(min=1e-12).log()
+            log_var = var / mean.clamp(min=1e-12) ** 2 + torch.stack(
+                [model._dispersion(c).detach() for c in range(2)])
+            out["forecast"] = {
+                o: _forecast(log_mean[:, c], log_var[:, c], y[n:])
+                for c, (o, y) in enumerate((("hare", u), ("lynx", v)))}
+        elif n < len(t):
             mean, var = model(t[n:, None], noiseless=False)
             out["forecast"] = {
                 o: _forecast(mean[:, c], var[:, c], y[n:])
@@ -145,10 +164,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=DEFAULT_OUT)
     p.add_argument("--summary", action="store_true")
+    p.add_argument("--methods", default="system,system_lognormal,numpyro")
     args = p.parse_args(argv)
+    methods = args.methods.split(",")
     if not args.summary:
-        jobs = [({"method": "system", "years": y}, lambda y=y: run_ours(y)) for y in (21, 15)]
-        if os.environ.get("PIDKL_PEER_PYTHON"):
+        jobs = [({"method": m, "years": y}, lambda y=y, m=m: run_ours(y, m == "system_lognormal"))
+                for m in ("system", "system_lognormal") if m in methods for y in (21, 15)]
+        if "numpyro" not in methods:
+            pass
+        elif os.environ.get("PIDKL_PEER_PYTHON"):
             jobs += [({"method": "numpyro", "years": y}, lambda y=y: run_peer(y))
                      for y in (21, 15)]
         else:

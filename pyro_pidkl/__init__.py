@@ -43,9 +43,9 @@ _SOURCES = {
     "equation_ode": "physics", "save": "saving", "load": "saving",
     "StateSpaceGP": "statespace",
     "Collocation": "models", "Dense": "models", "GPSource": "models", "GaussianNoise": "models",
-    "Inducing": "models", "KnownSource": "models", "NegativeBinomial": "models",
-    "Poisson": "models", "ResidualNoise": "models", "SparseCholesky": "models",
-    "ZeroSource": "models",
+    "Inducing": "models", "KnownSource": "models", "LogNormalNoise": "models",
+    "NegativeBinomial": "models", "Poisson": "models", "ResidualNoise": "models",
+    "SparseCholesky": "models", "ZeroSource": "models",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
                 "statespace")

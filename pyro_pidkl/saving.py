@@ -26,6 +26,36 @@ __all__ = ["load", "save"]
 #: the first key of a saved file, checked when it is loaded
 FORMAT = "pyro_pidkl.model/1"
 
+#: modules that held the library's classes before the models moved into folders by model
+#: (the part of ``pyro_pidkl.models.`` after it): their classes are looked up where they
+#: are now, so that a file saved before the move loads
+MOVED = {"conditioned": "single.model", "conditioned_joint": "single.joint",
+         "conditioned_prediction": "single.prediction", "linearised": "conditioning.linearised",
+         "parameter_uncertainty": "conditioning.parameter_uncertainty",
+         "referee": "conditioning.referee", "referee_problems": "conditioning.referee_problems",
+         "resolution": "conditioning.resolution", "sparse_solver": "conditioning.sparse_solver",
+         "sparse_lengthscale": "conditioning.sparse_lengthscale",
+         "system_stages": "conditioning.stages", "system_starts": "conditioning.starts",
+         "base": "pidkl.base", "baselines": "pidkl.baselines", "exact_gp": "pidkl.exact_gp",
+         "lfm": "pidkl.lfm", "sparse": "pidkl.sparse", "variational": "pidkl.sparse",
+         "system_pidkl": "pidkl.system", "system_conditions": "system.conditions",
+         "system_counts": "system.counts", "system_joint": "system.joint",
+         "system_matching": "system.matching", "system": "system.model"}
+
+
+class _Unpickler(pickle.Unpickler):
+    """:mod:`pickle`'s unpickler, with each moved module (:data:`MOVED`) read as its new
+    one."""
+
+    def find_class(self, module, name):
+        prefix = "pyro_pidkl.models."
+        if module.startswith(prefix) and module[len(prefix):] in MOVED:
+            try:
+                return super().find_class(module, name)
+            except (ModuleNotFoundError, AttributeError):
+                module = prefix + MOVED[module[len(prefix):]]
+        return super().find_class(module, name)
+
 
 def save(model, path):
     """Write ``model`` (any model of the library, fitted or not) to ``path``.
@@ -64,7 +94,7 @@ def load(path):
 
     with open(path, "rb") as fh:
         try:
-            payload = pickle.load(fh)
+            payload = _Unpickler(fh).load()
         except (pickle.UnpicklingError, EOFError, AttributeError, ModuleNotFoundError) as e:
             raise ValueError(f"Expected a model file written by pyro_pidkl.save; {path!r} "
                              f"could not be read ({type(e).__name__}: "

@@ -118,3 +118,30 @@ def test_a_model_never_fitted_warns_once_when_it_predicts_and_a_fitted_one_does_
         fitted = pk.ExactGP(t[:, None], torch.sin(3 * t), input_names=("t",))
         pk.fit(fitted, num_steps=5, progress=False)
         fitted(t[:, None])
+
+
+def test_a_file_that_names_a_class_where_it_was_before_the_models_moved_loads(tmp_path):
+    """Files saved before ``pyro_pidkl.models`` was split into folders name the classes by
+    their old modules (``pyro_pidkl.models.conditioned``); they load as the classes now."""
+    import pickle
+
+    import pyro_pidkl as pk
+    from pyro_pidkl.saving import FORMAT
+
+    def old_file(module, name):       # protocol 2: a dict whose "model" is the class itself
+        return (b"\x80\x02}q\x00(X\x06\x00\x00\x00formatq\x01X" + len(FORMAT).to_bytes(4, "little")
+                + FORMAT.encode() + b"q\x02X\x05\x00\x00\x00modelq\x03c" + module.encode()
+                + b"\n" + name.encode() + b"\nq\x04u.")
+
+    for module, name, cls in [("pyro_pidkl.models.conditioned", "PhysicsConditionedGP",
+                               pk.PhysicsConditionedGP),
+                              ("pyro_pidkl.models.system", "ConditionedSystemGP",
+                               pk.ConditionedSystemGP),
+                              ("pyro_pidkl.models.exact_gp", "ExactGP", pk.ExactGP),
+                              ("pyro_pidkl.models.sparse_solver", "SparseCholeskySolver",
+                               pk.SparseCholeskySolver)]:
+        path = tmp_path / f"{name}.pt"
+        path.write_bytes(old_file(module, name))
+        assert pk.load(path) is cls
+    with pytest.raises(ModuleNotFoundError):           # plain pickle no longer finds it
+        pickle.loads(old_file("pyro_pidkl.models.conditioned", "PhysicsConditionedGP"))

@@ -19,7 +19,8 @@ least squares on them is maximum likelihood, and the Gauss-Newton Hessian
 stay :math:`(y - x)/\sigma` with its noise profiled (:func:`data_nll`).
 
 An observation of an output is ``(t, y)`` (Gaussian) or ``(t, y, likelihood)`` with a
-:class:`Poisson` or :class:`NegativeBinomial` likelihood.
+:class:`Poisson`, :class:`NegativeBinomial` or :class:`LogNormal` likelihood (log-normal
+data: residuals :math:`(\log y - \log x)/s`, the state itself the output, not its log).
 """
 
 import math
@@ -27,8 +28,8 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["NegativeBinomial", "Poisson", "count_likelihoods", "data_nll", "data_residuals",
-           "likelihood_of", "residual_scales"]
+__all__ = ["LogNormal", "NegativeBinomial", "Poisson", "count_likelihoods", "data_nll",
+           "data_residuals", "likelihood_of", "residual_scales"]
 
 
 class Poisson:
@@ -70,6 +71,30 @@ class NegativeBinomial(Poisson):
 
     def __repr__(self):
         return f"NegativeBinomial({self.dispersion:.4g})"
+
+
+class LogNormal:
+    r"""Log-normal data of a positive state :math:`x`, :math:`\log y \sim \mathcal{N}(\log
+    x, s^2)`, the variance held: residuals :math:`(\log y - \log x)/s`, whose half sum of
+    squares is :math:`-\log p(y \mid x)` but for constants (a state at or below zero is as
+    far off as the smallest positive double)."""
+
+    kind = "lognormal"
+
+    def __init__(self, variance):
+        variance = float(variance)
+        if not (math.isfinite(variance) and variance > 0):
+            raise ValueError(f"Expected a positive finite variance; got {variance!r}")
+        self.variance = variance
+
+    def residuals(self, y, state):
+        """``(log y - log x) / s`` (the shape of ``state``; ``y`` broadcasts)."""
+        y = torch.as_tensor(y, dtype=torch.float64)
+        x = torch.as_tensor(state, dtype=torch.float64).clamp(min=1e-300)
+        return (y.log() - x.log()) / math.sqrt(self.variance)
+
+    def __repr__(self):
+        return f"LogNormal({self.variance:.4g})"
 
 
 def likelihood_of(observation):

@@ -9,12 +9,15 @@ from .conditioning import (ConvergenceWarning, GaussNewtonResult, Referee, Refer
 from .pidkl import (DKL, LFM, PIDKL, SKL, ExactGP, GPModel, SparseGP, SparsePIDKL,
                     SystemPIDKL)
 from .parts import (Collocation, Dense, GaussianNoise, GPSource, Inducing, KnownSource,
-                    NegativeBinomial, Poisson, ResidualNoise, SparseCholesky, ZeroSource)
+                    LogNormalNoise, NegativeBinomial, Poisson, ResidualNoise, SparseCholesky,
+                    ZeroSource)
 from .single import PhysicsConditionedGP
 from .system import ConditionedSystemGP
 
-__all__ = ["Collocation", "Dense", "GPSource", "GaussianNoise", "Inducing", "KnownSource",
-           "NegativeBinomial", "Poisson", "ResidualNoise", "SparseCholesky", "ZeroSource", "ConditionedSystemGP", "ConvergenceWarning", "DKL", "ExactGP", "GaussNewtonResult",
-           "GPModel", "LFM", "PIDKL", "PhysicsConditionedGP", "Referee", "RefereeWarning",
-           "SKL", "SparseCholeskySolver", "SparseGP", "SparsePIDKL", "SparseSolveResult",
-           "SystemPIDKL", "collocation_points", "exact_fit"]
+__all__ = ["Collocation", "ConditionedSystemGP", "ConvergenceWarning", "DKL", "Dense",
+           "ExactGP", "GPModel", "GPSource", "GaussNewtonResult", "GaussianNoise",
+           "Inducing", "KnownSource", "LFM", "LogNormalNoise", "NegativeBinomial",
+           "PIDKL", "PhysicsConditionedGP", "Poisson", "Referee", "RefereeWarning",
+           "ResidualNoise", "SKL", "SparseCholesky", "SparseCholeskySolver", "SparseGP",
+           "SparsePIDKL", "SparseSolveResult", "SystemPIDKL", "ZeroSource",
+           "collocation_points", "exact_fit"]

@@ -60,7 +60,7 @@ def _shooting_setup(model):
 def shooting_observations(model):
     """Each output's data for an exact fit: ``(t, y)`` (Gaussian) or ``(t, counts,
     likelihood)``."""
-    from ...infer.deviance import NegativeBinomial, Poisson
+    from ...infer.deviance import LogNormal, NegativeBinomial, Poisson
     out = []
     for c, (X, y) in enumerate(zip(model.X_by_output, model.y_by_output)):
         t = X[:, 0].numpy()
@@ -68,7 +68,9 @@ def shooting_observations(model):
             out.append((t, y.numpy()))
             continue
         r = model._dispersion(c)
-        likelihood = Poisson() if r is None else NegativeBinomial(float(r.detach()))
+        kind = {"lognormal": LogNormal, "negative_binomial": NegativeBinomial}.get(
+            model.likelihoods[c])
+        likelihood = Poisson() if kind is None else kind(float(r.detach()))
         out.append((t, model.count_data[c].numpy(), likelihood))
     return out
 

@@ -3,13 +3,15 @@ arise (likelihoods), what drives the equation (sources), where it is imposed
 (collocation), how tightly (residual), and how the joint is solved (solvers)."""
 
 from .collocation import REFINE_DEFAULT, Collocation, as_collocation
-from .likelihoods import LIKELIHOODS, GaussianNoise, NegativeBinomial, Poisson, as_likelihood
+from .likelihoods import (LIKELIHOODS, GaussianNoise, LogNormalNoise, NegativeBinomial, Poisson,
+                          as_likelihood)
 from .residual import ResidualNoise, as_residual
 from .settings import Parts, take_parts
 from .solvers import Dense, Inducing, SparseCholesky, as_solver
 from .sources import GPSource, KnownSource, ZeroSource, as_source
 
 __all__ = ["Collocation", "Dense", "GPSource", "GaussianNoise", "Inducing", "KnownSource",
-           "LIKELIHOODS", "NegativeBinomial", "Parts", "Poisson", "REFINE_DEFAULT",
-           "ResidualNoise", "SparseCholesky", "ZeroSource", "as_collocation", "as_likelihood", "as_residual",
-           "as_solver", "as_source", "take_parts"]
+           "LIKELIHOODS", "LogNormalNoise", "NegativeBinomial", "Parts", "Poisson",
+           "REFINE_DEFAULT", "ResidualNoise", "SparseCholesky", "ZeroSource",
+           "as_collocation", "as_likelihood", "as_residual", "as_solver", "as_source",
+           "take_parts"]

@@ -11,9 +11,13 @@ system, ``likelihood=pk.GaussianNoise(noise=1e-3)`` on one equation):
 * :class:`Poisson`: :math:`y_i \sim \mathrm{Poisson}(e^{f(x_i)})`, the output the log of the
   counts' mean;
 * :class:`NegativeBinomial`: :math:`y_i \sim \mathrm{NB}(\mu_i = e^{f(x_i)}, r)`, variance
-  :math:`\mu + \mu^2 / r`, the dispersion :math:`r` learned.
+  :math:`\mu + \mu^2 / r`, the dispersion :math:`r` learned;
+* :class:`LogNormalNoise`: :math:`\log y_i \sim \mathcal{N}(\log f(x_i), s^2)`, a positive
+  output with multiplicative noise, :math:`s^2` learned (the system stays written for
+  :math:`f`, not rewritten for its log).
 
-Counts are conditioned on through a Gaussian working response (the Laplace approximation:
+Counts and log-normal data are conditioned on through a Gaussian working response (the
+Laplace approximation:
 :mod:`~pyro_pidkl.models.system.counts`).
 """
 
@@ -21,7 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["GaussianNoise", "LIKELIHOODS", "NegativeBinomial", "Poisson", "as_likelihood"]
+__all__ = ["GaussianNoise", "LIKELIHOODS", "LogNormalNoise", "NegativeBinomial", "Poisson",
+           "as_likelihood"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,26 @@ class NegativeBinomial:
     kind: ClassVar[str] = "negative_binomial"
 
 
+@dataclass(frozen=True)
+class LogNormalNoise:
+    r"""Multiplicative noise: :math:`\log y \sim \mathcal{N}(\log f, s^2)`, the data and
+    :math:`f` positive, :math:`s^2` learned (from the data's own scatter, ``variance``:
+    where it starts, if given)."""
+
+    variance: float = None
+    kind: ClassVar[str] = "lognormal"
+
+    def __post_init__(self):
+        v = self.variance
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not (v > 0 and math.isfinite(v))):
+            raise ValueError(f"Expected LogNormalNoise's variance to be a number > 0 or None; "
+                             f"got {v!r}")
+
+
 #: each likelihood by the name a string may give it
-LIKELIHOODS = {"gaussian": GaussianNoise, "poisson": Poisson, "negative_binomial": NegativeBinomial}
+LIKELIHOODS = {"gaussian": GaussianNoise, "poisson": Poisson, "negative_binomial": NegativeBinomial,
+               "lognormal": LogNormalNoise}
 
 
 def as_likelihood(spec, what="the likelihood"):
@@ -81,5 +104,6 @@ def as_likelihood(spec, what="the likelihood"):
     if isinstance(spec, tuple(LIKELIHOODS.values())):
         return spec
     raise ValueError(f"Expected {what} to be pk.GaussianNoise(), pk.Poisson(), "
-                     f"pk.NegativeBinomial() or one of {', '.join(map(repr, LIKELIHOODS))}; "
+                     f"pk.NegativeBinomial(), pk.LogNormalNoise() or one of "
+                     f"{', '.join(map(repr, LIKELIHOODS))}; "
                      f"got {spec!r}")

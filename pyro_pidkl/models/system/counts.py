@@ -28,6 +28,11 @@ approximation of :math:`\log p(y \mid v)`,
 is constant but for :math:`r`). Predictions of :math:`f_c` are of the log of the mean; counts
 themselves: :meth:`CountObservations.predict_counts`.
 
+Log-normal data of a positive output, :math:`\log y_i \sim \mathcal{N}(\log f_c(x_i),
+s^2)`, are conditioned on the same way: :math:`\log f` linearised around :math:`\hat f`,
+the working response :math:`z_i = \hat f_i (1 + \log y_i - \log \hat f_i)` with variance
+:math:`\hat f_i^2 s^2` (:math:`s^2` learned); the system stays written for :math:`f`.
+
 :class:`CountObservations` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`.
 """
 
@@ -47,6 +52,12 @@ __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_
 
 #: the observation models of an output besides the Gaussian
 COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
+
+#: the non-Gaussian likelihoods conditioned on through a working response
+WORKING_LIKELIHOODS = COUNT_LIKELIHOODS + ("lognormal",)
+
+#: a log-normal output's mode is kept above this (its log is taken)
+POSITIVE = 1e-300
 
 #: Fisher scoring's largest number of working-response updates per relinearisation, and
 #: the relative change of the mode below which it stops
@@ -86,7 +97,13 @@ def output_likelihoods(likelihoods, outputs, parts, default):
 
 def working_response(kind, y, f, r=None):
     r"""The working response and Fisher weights of counts ``y`` at log-means ``f``: ``(z,
-    W)`` (module docstring; ``r`` the negative binomial's dispersion)."""
+    W)`` (module docstring; ``r`` the negative binomial's dispersion); of log-normal data
+    ``y`` at ``f`` (``r`` the variance :math:`s^2` of :math:`\log y`), the linearisation
+    :math:`\log f \approx \log \hat f + (f - \hat f)/\hat f`:
+    :math:`z = \hat f (1 + \log y - \log \hat f)`, :math:`W = 1 / (\hat f^2 s^2)`."""
+    if kind == "lognormal":
+        f = f.clamp(min=POSITIVE)
+        return f * (1 + y.log() - f.log()), 1.0 / (f.pow(2) * r)
     mu = f.exp()
     z = f + (y - mu) / mu
     W = mu if kind == "poisson" else mu * r / (mu + r)
@@ -94,7 +111,12 @@ def working_response(kind, y, f, r=None):
 
 
 def count_log_likelihood(kind, y, f, r=None):
-    r""":math:`\sum_i \log p(y_i \mid f_i)` for counts ``y`` at log-means ``f``."""
+    r""":math:`\sum_i \log p(y_i \mid f_i)` for counts ``y`` at log-means ``f`` (log-normal
+    data ``y`` at ``f``, ``r`` the variance of :math:`\log y`)."""
+    if kind == "lognormal":
+        ly = y.log()
+        return (-0.5 * (2 * math.pi * r).log() - 0.5 * (ly - f.clamp(min=POSITIVE).log()).pow(2)
+                / r - ly).sum()
     if kind == "poisson":
         return (y * f - f.exp() - torch.lgamma(y + 1)).sum()
     mu = f.exp()
@@ -108,17 +130,39 @@ class CountObservations:
     of the mean at the data, user units) and, for a negative binomial, a PyroParam
     ``dispersion_<c>``."""
 
-    def _init_counts(self, kinds, parts):
+    def _init_lognormal(self, c, X, y, variance):
+        """Output ``c`` observed with log-normal noise: its data checked positive, its mode
+        started at them, the variance of their log learned (started at ``variance``, else
+        at half the mean squared difference of successive logs, von Neumann's estimate)."""
+        bad = ~torch.isfinite(y) | (y <= 0)
+        if bool(bad.any()):
+            raise ValueError(f"Expected positive data for output {self.outputs[c]!r}, whose "
+                             f"likelihood is log-normal; got {int(bad.sum())} of {y.numel()} "
+                             f"that are not, e.g. {float(y[bad][0])!r}")
+        self.count_data[c] = y
+        self.register_buffer(f"mode_{c}", y.clone())
+        if variance is None:
+            ly = y[torch.argsort(X[:, 0])].log()
+            variance = float((ly.diff().pow(2).mean() / 2).clamp(1e-6, 1.0)) if y.numel() > 2 \
+                else 1e-2
+        setattr(self, f"log_variance_{c}", PyroParam(torch.tensor(float(variance), dtype=y.dtype),
+                                                     constraints.interval(1e-8, 10.0)))
+        return X, y
+
+    def _init_counts(self, kinds, parts, variances=None):
         """Set up the count outputs of ``kinds`` (one entry per output: ``"gaussian"`` or one
         of :data:`COUNT_LIKELIHOODS`) from the data ``parts`` ``[(X_c, y_c)]``: returns the
         parts with each count output's data replaced by ``log(y + 1/2)`` (what the output's
         scale, prior and first fits see)."""
-        self.likelihoods = list(kinds)
+        self.likelihoods, variances = list(kinds), variances or {}
         self.count_outputs = [c for c, k in enumerate(kinds) if k != "gaussian"]
         self.count_data = {}
         out = list(parts)
         for c in self.count_outputs:
             X, y = parts[c]
+            if kinds[c] == "lognormal":
+                out[c] = self._init_lognormal(c, X, y, variances.get(c))
+                continue
             y = check_counts(self.outputs[c], y)
             self.count_data[c] = y
             start = (y + 0.5).log()
@@ -131,7 +175,9 @@ class CountObservations:
         return out
 
     def _dispersion(self, c):
-        return getattr(self, f"dispersion_{c}", None)
+        """A negative binomial's dispersion, a log-normal output's variance of the log, or
+        ``None``."""
+        return getattr(self, f"dispersion_{c}", getattr(self, f"log_variance_{c}", None))
 
     def _working(self, c):
         """``(z, W)`` of count output ``c`` at its stored mode (user units)."""
@@ -173,6 +219,8 @@ class CountObservations:
             for c in self.count_outputs:
                 g = joint.mean(self._cross(joint, c, self.X_s[c])) + self.mean[c]
                 new = self.y_loc[c] + self.y_scale[c] * g
+                if self.likelihoods[c] == "lognormal":    # its log is taken
+                    new = new.clamp(min=float(self.count_data[c].min()) * 1e-3)
                 mode = getattr(self, f"mode_{c}")
                 size = float(mode.abs().max().clamp(min=1.0))
                 change = max(change, float((new - mode).abs().max()) / size)
@@ -215,13 +263,14 @@ class CountObservations:
 
         :returns: ``{output: (median, lower, upper)}``, each ``(P,)``, the central ``prob``
             interval."""
-        if not self.count_outputs:
+        counted = [c for c in self.count_outputs if self.likelihoods[c] in COUNT_LIKELIHOODS]
+        if not counted:
             raise ValueError("Expected a model with count outputs (likelihoods=...); it has "
                              "none")
         mean, var = self(Xnew)
         rng = np.random.default_rng(seed)
         out = {}
-        for c in self.count_outputs:
+        for c in counted:
             m, s = mean[:, c].numpy(), var[:, c].sqrt().numpy()
             rate = np.exp(m + s * rng.standard_normal((num_draws, m.shape[0])))
             r = self._dispersion(c)

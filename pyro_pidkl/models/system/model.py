@@ -139,7 +139,9 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
         self.likelihood_parts = output_likelihoods(likelihoods, self.outputs, parts,
                                                    default.likelihood)
-        parts = self._init_counts([p.kind for p in self.likelihood_parts], parts)
+        parts = self._init_counts([p.kind for p in self.likelihood_parts], parts,
+                                  {c: p.variance for c, p in enumerate(self.likelihood_parts)
+                                   if p.kind == "lognormal"})
         system.check_inputs(names)
         self.input_names, self.input_dim = names, len(names)
         C = len(self.outputs)
