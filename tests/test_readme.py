@@ -40,7 +40,7 @@ def test_quick_start_runs_and_learns():
 def test_your_own_equation_fits_the_conditioned_model():
     """The block runs as written (a full fit: under a second) and prints what the README's
     output block shows, to the digits it shows."""
-    (block, output, _) = _blocks("### Your own equation")
+    (block, output, _, _) = _blocks("### Your own equation")   # then the parts, VI/NUTS
     namespace = {}
     exec(block, namespace)                                   # prints RMSE, omega, zeta
     learned = namespace["model"].equation_parameters()
@@ -86,7 +86,7 @@ def test_the_three_inference_calls_run_on_the_fitted_model():
     and draws: the coefficients' posterior means near the truth, R-hat reported, the
     mixture's mean as accurate as the plug-in's, an ArviZ tree with the predictive."""
     import math
-    own, _, block = _blocks("### Your own equation")
+    own, _, _, block = _blocks("### Your own equation")
     namespace = {}
     exec(own, namespace)
     short = (block.replace('guide="mvn")', 'guide="mvn", num_steps=150)')

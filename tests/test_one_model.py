@@ -1,0 +1,70 @@
+"""One conditioned model for one output and for several: the same ``model()``, the same
+parts, and each feature checked for both where both have it.
+
+Where each pair is tested:
+
+- the search over starts of an explicit ODE: here, one equation and a system of the same
+  oscillator from a start thirty times too slow;
+- conditions (values and derivatives at points): ``test_conditioned.py`` (one equation:
+  Dirichlet, Neumann, Robin, periodic, a learned condition coefficient),
+  ``test_system_conditions.py`` (a system, on an output nobody measured);
+- the exact-ODE referee: ``test_referee.py`` (one equation), ``test_systems.py`` (systems);
+- likelihood parts: ``test_parts.py``, ``test_lognormal.py``, ``test_system_counts.py``
+  (systems); one equation takes Gaussian noise only so far (refused in one line, here).
+"""
+
+import pytest
+import torch
+
+import pyro_pidkl as pk
+from pyro_pidkl.models.conditioning.conditioned import ConditionedModel
+from pyro_pidkl.physics import Equation, EquationSystem, Parameter
+
+from test_multistart import _oscillator_data, damped
+
+
+def test_both_models_are_the_one_conditioned_model():
+    for cls in (pk.PhysicsConditionedGP, pk.ConditionedSystemGP):
+        assert issubclass(cls, ConditionedModel)
+        assert cls.model is ConditionedModel.model and cls.guide is ConditionedModel.guide
+
+
+@pytest.mark.parametrize("kind", ["equation", pytest.param("system", marks=pytest.mark.slow)])
+def test_an_explicit_ode_from_a_far_start_is_found_by_the_search_over_starts(kind):
+    """A damped oscillator (omega 3, zeta 0.1; x measured, its rate never), the fit started
+    at omega 0.1, zeta 0.01: written as one second-order equation or as a system, the fit
+    ends at the truth (the search over starts of the exact ODE, by the referee for one
+    equation and by the shooting stage for a system)."""
+    times, y = _oscillator_data()
+    t, y = torch.as_tensor(times), torch.as_tensor(y)
+    if kind == "equation":
+        eq = Equation(lambda f, x, omega, zeta: f.d("t", "t") + 2 * zeta * omega * f.d("t")
+                      + omega ** 2 * f, inputs=("t",), omega=Parameter(0.1),
+                      zeta=Parameter(0.01))
+        model = pk.PhysicsConditionedGP(t[:, None], y, eq)
+    else:
+        system = EquationSystem(damped, outputs=("x", "v"), inputs=("t",), omega=0.1,
+                                zeta=0.01)
+        model = pk.ConditionedSystemGP(system, {"x": (t, y)})
+    pk.fit(model, progress=False)
+    values = model.equation_parameters()
+    assert values["omega"] == pytest.approx(3.0, abs=0.05)
+    assert values["zeta"] == pytest.approx(0.1, abs=0.02)
+    iv = model.coefficient_intervals(0.9)["omega"]
+    assert iv["lower"] < 3.0 < iv["upper"]
+
+
+def test_what_one_model_does_not_take_yet_is_refused_in_one_line():
+    t = torch.linspace(0, 3, 12, dtype=torch.float64)
+    y = torch.poisson(5 * torch.exp(0.3 * t), generator=torch.Generator().manual_seed(0))
+    eq = Equation(lambda f, x, r: f.d("t") - r, inputs=("t",), r=0.1)
+    for part in (pk.Poisson(), "negative_binomial"):
+        with pytest.raises(ValueError, match="one-output system") as e:
+            pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=part)
+        assert "\n" not in str(e.value)
+    system = EquationSystem(lambda f, x, r: (f["u"].d("t") - r,), outputs=("u",),
+                            inputs=("t",), r=0.1)
+    with pytest.raises(TypeError, match="source"):
+        pk.ConditionedSystemGP(system, {"u": (t, y)}, source="gp")
+    with pytest.raises(ValueError, match="held residual noise"):
+        pk.ConditionedSystemGP(system, {"u": (t, y)}, learn_residual_noise=True)
