@@ -10,7 +10,9 @@ Where each pair is tested:
   ``test_system_conditions.py`` (a system, on an output nobody measured);
 - the exact-ODE referee: ``test_referee.py`` (one equation), ``test_systems.py`` (systems);
 - likelihood parts: ``test_parts.py``, ``test_lognormal.py``, ``test_system_counts.py``
-  (systems); one equation takes Gaussian noise only so far (refused in one line, here).
+  (systems); one equation takes Gaussian noise only so far (refused in one line, here);
+- source parts (zero, known, an unknown GP): ``test_conditioned.py``, ``test_referee.py``
+  (one equation), ``test_system_sources.py`` (a system, per equation).
 """
 
 import pytest
@@ -64,7 +66,7 @@ def test_what_one_model_does_not_take_yet_is_refused_in_one_line():
         assert "\n" not in str(e.value)
     system = EquationSystem(lambda f, x, r: (f["u"].d("t") - r,), outputs=("u",),
                             inputs=("t",), r=0.1)
-    with pytest.raises(TypeError, match="source"):
+    with pytest.raises(TypeError, match="source"):         # a system's are sources=
         pk.ConditionedSystemGP(system, {"u": (t, y)}, source="gp")
     with pytest.raises(ValueError, match="held residual noise"):
         pk.ConditionedSystemGP(system, {"u": (t, y)}, learn_residual_noise=True)

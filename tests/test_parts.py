@@ -175,4 +175,5 @@ def test_the_readmes_and_the_guides_parts_blocks_build_the_models_they_say():
     exec(_block("docs/guide.md", "model = pk.ConditionedSystemGP("), ns)
     model = ns["model"]
     assert model.likelihoods == ["lognormal", "negative_binomial", "gaussian"]
+    assert model.gp_sources == [0] and model.ode is None
     assert model.counts == [12, 12, 0] and model.Z.shape[0] == 300 + 1

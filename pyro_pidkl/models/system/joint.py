@@ -92,6 +92,9 @@ class SystemJoint:
         K_vv = torch.cat([torch.cat(r, 1) for r in rows], 0)
         prior_var = K_vv.diagonal()
         K_vv = K_vv + torch.diag(self.residual_noise * prior_var)
+        source = self._source_covariance(prior_var)        # unknown sources, if any
+        if source is not None:
+            K_vv = K_vv + source
         noises = self.noises()
         cross, data = [], []
         for c in range(C):
@@ -104,7 +107,7 @@ class SystemJoint:
             data.append(self._data_covariance(c, noises[c]))
         K_vy = torch.cat(cross, 1) if cross else self.Z.new_zeros(E * M, 0)
         K_yy = torch.block_diag(*data) if data else self.Z.new_zeros(0, 0)
-        virtual = [-b.reshape(-1)]
+        virtual = [(self.source_values - b).reshape(-1)]
         if self.system_conditions:           # known values: more virtual rows
             K_cv, K_cc, K_cy, obs_c = self._condition_blocks(w, ops)
             K_vv = torch.cat([torch.cat([K_vv, K_cv.T], 1), torch.cat([K_cv, K_cc], 1)], 0)
@@ -205,27 +208,31 @@ class SystemJoint:
         lin = linearise_system(self.system, [{i: f0[c, k] for k, i in enumerate(self.indices)}
                                              for c in range(len(self.outputs))],
                                self.Z, self.input_names)
-        return float(lin.h0.detach().norm())
+        return float((lin.h0.detach() - getattr(self, "source_values", 0.0)).norm())
 
     def _residual_parts(self, jet, points=None):
-        r"""``{equation: (Z, residual, size)}``: each equation's residual at Z (or at
-        ``points``, user units) and the size of its terms, at the posterior means' jets
-        ``jet`` ``(C, len(indices), M)`` there (as
-        :func:`~pyro_pidkl.physics.linearise.residual_parts`)."""
+        r"""``{equation: (Z, residual, size)}``: each equation's residual
+        :math:`\psi_e - g_e` at Z (or at ``points``, user units) and the size of its terms
+        (and of a known source), at the posterior means' jets ``jet`` ``(C, len(indices),
+        M)`` there (as :func:`~pyro_pidkl.physics.linearise.residual_parts`). Not judged: an
+        equation with an unknown source, whose residual is the source."""
         points = self.Z if points is None else points
         lin = linearise_system(self.system, [{i: jet[c, k] for k, i in enumerate(self.indices)}
                                              for c in range(len(self.outputs))],
                                points, self.input_names)
         out = {}
         for e in range(self.num_equations):
-            size = torch.zeros_like(lin.h0[e])
+            if e in getattr(self, "gp_sources", ()):     # an unknown source is the residual
+                continue
+            g = self._source_at(e, points)
+            size = g.pow(2)
             for (e2, c), coef in lin.coefficients.items():
                 if e2 == e:
                     for k, idx in enumerate(self.indices):
                         if idx in coef:
                             size = size + (coef[idx] * jet[c, k]).detach().pow(2)
             name = f"equation {e + 1} of system {self.system.name!r}"
-            out[name] = (points, lin.h0[e].detach(), size.sqrt())
+            out[name] = (points, lin.h0[e].detach() - g, size.sqrt())
         return out
 
     def _mean_jet_at(self, joint, points):

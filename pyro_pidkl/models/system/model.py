@@ -53,6 +53,7 @@ from .joint import SystemJoint
 from .matching import TrajectoryMatching
 from .prediction import SystemPrediction
 from .prior import SystemPrior
+from .sources import SystemSources
 
 __all__ = ["ConditionedSystemGP"]
 
@@ -62,7 +63,8 @@ OWN_SETTINGS = {"objective": "conditional", "newton_tol": 1e-6, "newton_max_iter
 
 
 class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemConditions,
-                          TrajectoryMatching, CountObservations, ConditionedModel, PyroModule):
+                          SystemSources, TrajectoryMatching, CountObservations,
+                          ConditionedModel, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
 
@@ -84,6 +86,11 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         one floor for all outputs). A count output is the log of the counts' mean,
         conditioned on through the Laplace approximation
         (:mod:`~pyro_pidkl.models.system.counts`).
+    :param sources: what drives each equation, :math:`\psi_e[f] = g_e`: one part of
+        :mod:`~pyro_pidkl.models.parts.sources` for every equation or ``{equation index:
+        part}`` (default zero; :mod:`~pyro_pidkl.models.system.sources`). An unknown source
+        (``pk.GPSource``, over the inputs the system differentiates unless named) or a known
+        one makes the equation no longer the system's exact ODE: no shooting, no referee.
     :param conditions: known values of any output, measured or not, and of their
         derivatives: :class:`~pyro_pidkl.physics.Condition` objects whose operator reads the
         outputs by name (``Condition([[0.0]], lambda f, x: f["S"], 0.99)``), conditioned on
@@ -109,8 +116,8 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
     """
 
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
-                 likelihoods=None, conditions=(), scales=None, priors=None, multistart=None,
-                 **settings):
+                 likelihoods=None, sources=None, conditions=(), scales=None, priors=None,
+                 multistart=None, **settings):
         options = {k: settings.pop(k) for k in list(settings) if k in OWN_SETTINGS}
         options = {**OWN_SETTINGS, **options}
         dtype = options["dtype"]
@@ -194,6 +201,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
             coefficients, seed=seed) if coefficients else []
         self._warn_unused(unused, "residuals", "system")
         self.ode = explicit_ode(system, names, seed=seed)     # None unless f' = F(t, f)
+        priors = self._set_sources(sources, priors)           # a source: ode None
         if multistart is None:
             multistart = default_starts(len(coefficients), sum(n == 0 for n in self.counts))
         elif isinstance(multistart, bool) or not isinstance(multistart, int) or multistart < 0:
