@@ -282,3 +282,29 @@ def test_a_coefficient_at_the_edge_of_its_prior_does_not_crash_the_referee():
     assert _log_prior(model, {"k": 0.0}) == -math.inf
     assert math.isfinite(_log_prior(model, {"k": 1.0}))
     assert np.isfinite(_prior_hessian(model, [-1e3])).all()
+
+
+def test_an_exact_fit_with_a_rate_run_to_zero_keeps_its_trade_off():
+    """f' = -(a + b) f: only a + b is seen. With b run to zero (its log 70 below the
+    start), the curvature in log b vanishes and a alone would look pinned (an interval
+    that claims what the data do not say); taken in b itself, the trade-off shows: a is
+    as free as the data leave it and b's interval runs from zero, both unidentified."""
+    from pyro_pidkl.infer.exact_fit import ExactFit, _laplace, at_bound
+    t = np.linspace(0.0, 4.0, 30)
+    y = 2 * np.exp(-0.7 * t) + 0.02 * np.random.default_rng(0).standard_normal(30)
+    eq = Equation(lambda f, x, a, b: f.d("t") + (a + b) * f, inputs=("t",), a=1.0, b=1.0)
+    ode = equation_ode(eq, ("t",))
+    transforms = [("a", POSITIVE), ("b", POSITIVE)]
+    v = np.array([math.log(0.7), math.log(0.7) - 70.0, y[0]])
+    assert at_bound(transforms, v[:2], np.zeros((1, 2))) == {1: 1e-4}
+    assert at_bound(transforms, np.array([math.log(0.7), -1.0]), np.zeros((1, 2))) == {}
+    args = (ode, [(t, y)], transforms, v, 0.0, 4.0, np.ones(1), np.array([0.02]))
+    alone, _, _ = _laplace(*args)
+    assert 0 < alone[0, 0] < 0.01                          # a alone: pinned to a few percent
+    coupled, identified, sd = _laplace(*args, boundary={1: 1e-4})
+    assert not (0 < coupled[0, 0] < 1.0) and not identified.any()
+    fit = ExactFit(["a", "b"], v[:2], [POSITIVE] * 2, v[2:], 0.0, sd, 0.0, coupled,
+                   np.ones(1), identified, [1])
+    iv = fit.intervals(0.9)
+    assert iv["b"]["lower"] == 0.0 and iv["b"]["upper"] > 0.5 and not iv["b"]["identified"]
+    assert not iv["a"]["identified"] and iv["a"]["upper"] > 1.5

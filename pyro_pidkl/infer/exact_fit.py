@@ -41,7 +41,14 @@ from .laplace import IDENTIFIED_PRIOR_SD, IDENTIFIED_SHRINK
 from .multistart import multistart_shooting, start_design
 from .shooting import _Shooting, fit_by_shooting
 
-__all__ = ["ExactFit", "fit_exact", "normal_intervals", "trajectory_nll"]
+__all__ = ["AT_BOUND", "ExactFit", "at_bound", "fit_exact", "normal_intervals",
+           "trajectory_nll"]
+
+#: a coefficient this many times nearer its lower bound than every start has run to it (far
+#: outside the search's design, a thousand either way): its Laplace curvature is taken in
+#: the coefficient itself, not in its unconstrained value (as the state-space solver's,
+#: :data:`~pyro_pidkl.statespace.model.AT_ZERO`)
+AT_BOUND = 1e6
 
 
 @dataclass
@@ -52,7 +59,10 @@ class ExactFit:
     ``(C,)``, ``nll`` the profiled negative log-likelihood of the data (module docstring),
     ``cov`` the Laplace covariance of :math:`[\theta; x_0 / \text{scale}]` (the
     coefficients' prior precision added, where given), ``scale`` the state's scale,
-    ``identified`` whether the data alone narrow each coefficient, ``starts`` how many starts were searched, ``seconds`` the time."""
+    ``identified`` whether the data alone narrow each coefficient, ``boundary`` the
+    coefficients run to their lower bound (:data:`AT_BOUND`; their rows of ``cov`` in the
+    coefficient's own units), ``starts`` how many starts were searched, ``seconds`` the
+    time."""
 
     names: list
     theta: np.ndarray
@@ -64,6 +74,7 @@ class ExactFit:
     cov: np.ndarray
     scale: np.ndarray
     identified: np.ndarray = None
+    boundary: list = field(default_factory=list)
     starts: int = 0
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
@@ -74,7 +85,8 @@ class ExactFit:
                                                                  self.theta)}
 
     def theta_sd(self):
-        """Each coefficient's standard deviation in its unconstrained space ``(P,)``."""
+        """Each coefficient's standard deviation in its unconstrained space ``(P,)`` (in its
+        own units for one in :attr:`boundary`)."""
         P = len(self.names)
         d = np.diag(self.cov)[:P] if self.cov.size else np.full(P, np.inf)
         return np.sqrt(np.where(np.isfinite(d) & (d >= 0), d, np.inf))
@@ -87,7 +99,18 @@ class ExactFit:
         sd = self.theta_sd()
         known = self.identified if self.identified is not None else \
             sd < IDENTIFIED_SHRINK * IDENTIFIED_PRIOR_SD
-        return normal_intervals(self.names, self.transforms, self.theta, sd, known, prob)
+        out = normal_intervals(self.names, self.transforms, self.theta, sd, known, prob)
+        # a coefficient run to its bound: its sd is in its own units (the curvature in the
+        # coefficient, not in its log, where it vanishes), its interval one-sided from the
+        # bound, and it is not identified (the data allow it to reach the bound)
+        z = float(torch.distributions.Normal(0.0, 1.0).icdf(
+            torch.tensor(0.5 + prob / 2, dtype=torch.float64)))
+        for j in self.boundary:
+            n, t = self.names[j], self.transforms[j]
+            low = float(t(torch.tensor(-1e300, dtype=torch.float64)))
+            out[n].update(lower=low, upper=out[n]["value"] + z * float(sd[j]),
+                          sd=float(sd[j]), identified=False)
+        return out
 
     def predict(self, ode, t_eval):
         """The fitted trajectory ``(C, T)`` at increasing times ``t_eval`` at or after ``t0``
@@ -148,12 +171,16 @@ def trajectory_nll(ode, observations, values, x0, t0, t1, scale, sd=None, max_nf
 
 
 def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precision=None,
-             known=None):
+             known=None, boundary=()):
     """The Gauss-Newton covariance of ``v`` (unconstrained coefficients, then the state over
     the scale) with the coefficients' prior precision ``(P, P)`` added, whether each
     coefficient is identified by the data alone (a vague normal prior of sd
     :data:`~pyro_pidkl.infer.laplace.IDENTIFIED_PRIOR_SD` instead, as the conditioned GPs
-    judge it), and the noise scales it used."""
+    judge it), and the noise scales it used. A coefficient in ``boundary`` (``{index:
+    step}``, run to its lower bound; its derivatives by a ``step`` in it) is taken in its
+    own units, not its unconstrained ones (where the data's
+    curvature vanishes with the coefficient and left the others as narrow as if it were
+    known), without its prior (which is in the unconstrained space)."""
     shooting = _Shooting(ode, observations, transforms, t0, t1, 1, scale, sd, 0.0)
     shooting.known = dict(known or {})
     r = shooting.fun(v)[:len(shooting.obs_c)] * shooting.sd[shooting.obs_c]
@@ -169,6 +196,13 @@ def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precisio
     J = shooting.jac(v)
     if not np.isfinite(J).all():
         return np.full((p, p), np.inf), np.zeros(P, dtype=bool), sd
+    base = shooting.fun(v) if boundary else None
+    for j, step in dict(boundary).items():    # d r / d k by a step in k itself (a step in
+        _, t = transforms[j]                  # its log moves it by nothing at the bound)
+        k = t(torch.tensor(float(v[j]), dtype=torch.float64))
+        moved = v.copy()
+        moved[j] = float(t.inv(k + step))
+        J[:, j] = (shooting.fun(moved) - base) / step
     A = J.T @ J
 
     def inverse(prior):
@@ -183,11 +217,32 @@ def _laplace(ode, observations, transforms, v, t0, t1, scale, sd, prior_precisio
             inv[:, loading] = np.inf
         return inv
 
-    prior = np.zeros((P, P)) if prior_precision is None else np.asarray(prior_precision)
+    prior = np.zeros((P, P)) if prior_precision is None else np.array(prior_precision)
+    prior[list(boundary), :] = 0.0
+    prior[:, list(boundary)] = 0.0
     cov = inverse(prior)
     plain = inverse(np.eye(P) / IDENTIFIED_PRIOR_SD ** 2)
     identified = np.diag(plain)[:P] < (IDENTIFIED_SHRINK * IDENTIFIED_PRIOR_SD) ** 2
+    identified[list(boundary)] = False
     return cov, identified, sd
+
+
+def at_bound(transforms, theta, starts):
+    """Which coefficients ran to their lower bound: bounded below, and nearer it than
+    :data:`AT_BOUND` times closer than every start (unconstrained ``starts`` ``(G, P)``):
+    ``{index: step}``, the step of their derivatives (1e-4 of the nearest start's distance
+    from the bound)."""
+    out = {}
+    for j, (_, t) in enumerate(transforms):
+        low = float(t(torch.tensor(-1e300, dtype=torch.float64)))
+        if not math.isfinite(low):
+            continue
+        value = float(t(torch.tensor(float(theta[j]), dtype=torch.float64))) - low
+        given = min(float(t(torch.tensor(float(s), dtype=torch.float64))) - low
+                    for s in np.asarray(starts)[:, j])
+        if given > 0 and value * AT_BOUND < given:
+            out[j] = 1e-4 * given
+    return out
 
 
 def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None,
@@ -265,8 +320,10 @@ def fit_exact(ode, observations, coefficients, x0_starts, t0, t1, scale, sd=None
         return None
     v = np.r_[best.theta, best.x0 / scale]
     prior = None if prior_precision is None else prior_precision(best.theta)
+    boundary = at_bound(transforms, best.theta, theta_given) if len(theta_given) else {}
     cov, identified, sd_hat = _laplace(ode, observations, transforms, v, t0, t1, scale,
-                                       best.sd, prior, known)
+                                       best.sd, prior, known, boundary)
     return ExactFit(names, np.asarray(best.theta, dtype=float), [t for _, t in transforms],
                     np.asarray(best.x0, dtype=float), float(t0), sd_hat, float(best.nll), cov,
-                    scale, identified, starts=len(theta), seconds=time.perf_counter() - began)
+                    scale, identified, sorted(boundary), starts=len(theta),
+                    seconds=time.perf_counter() - began)
