@@ -11,6 +11,8 @@ Where each pair is tested:
 - the exact-ODE referee: ``test_referee.py`` (one equation), ``test_systems.py`` (systems);
 - likelihood parts: ``test_parts.py``, ``test_lognormal.py``, ``test_system_counts.py``
   (systems); one equation takes Gaussian noise only so far (refused in one line, here);
+- a learned residual noise: here, for a system (the verification suite's ablation for one
+  equation, ``docs/verification.md``);
 - source parts (zero, known, an unknown GP): ``test_conditioned.py``, ``test_referee.py``
   (one equation), ``test_system_sources.py`` (a system, per equation).
 """
@@ -68,5 +70,42 @@ def test_what_one_model_does_not_take_yet_is_refused_in_one_line():
                             inputs=("t",), r=0.1)
     with pytest.raises(TypeError, match="source"):         # a system's are sources=
         pk.ConditionedSystemGP(system, {"u": (t, y)}, source="gp")
-    with pytest.raises(ValueError, match="held residual noise"):
-        pk.ConditionedSystemGP(system, {"u": (t, y)}, learn_residual_noise=True)
+
+
+def _spring(**kw):
+    def spring(f, x, k, c):
+        return (f["x"].d("t") - f["v"], f["v"].d("t") + k * f["x"] + c * f["v"])
+    t = torch.linspace(0, 6, 40, dtype=torch.float64)
+    noise = 0.05 * torch.randn(40, generator=torch.Generator().manual_seed(0), dtype=t.dtype)
+    x = torch.exp(-0.2 * t) * torch.cos(1.99 * t) + noise
+    system = EquationSystem(spring, outputs=("x", "v"), inputs=("t",), k=1.0, c=1.0)
+    return pk.ConditionedSystemGP(system, {"x": (t, x)}, domain=pk.Box(t=(0.0, 10.0)), **kw)
+
+
+def test_a_systems_residual_noise_is_learned_above_its_floor_and_held_through_the_stages():
+    model = _spring(residual_noise=pk.ResidualNoise(1e-5, learn=True, floor=1e-9))
+    assert "residual_noise" in model._pyro_params
+    model._set_tau(1e-2)
+    assert float(model.residual_noise.detach()) == pytest.approx(1e-2)
+    u = model.residual_noise_unconstrained
+    assert u not in model.parameter_bounds()
+    model._tau_held = True                        # a loose stage of the continuation
+    lo, hi = model.parameter_bounds()[u]
+    assert lo == hi == pytest.approx(float(u.detach()))
+    held = _spring()
+    assert "residual_noise" not in held._pyro_params and u not in held.parameter_bounds()
+
+
+@pytest.mark.slow
+def test_a_learned_residual_noise_on_an_exact_system_changes_nothing_that_matters():
+    """The README's spring (its equations exact, the velocity never measured): learned, the
+    residual noise stays small and the coefficients and their intervals are the held fit's
+    to 1%."""
+    learned, held = _spring(learn_residual_noise=True), _spring()
+    pk.fit(learned, progress=False)
+    pk.fit(held, progress=False)
+    assert 1e-12 < float(learned.residual_noise.detach()) < 1e-4
+    a, b = learned.coefficient_intervals(0.9), held.coefficient_intervals(0.9)
+    for n in ("k", "c"):
+        for f in ("value", "lower", "upper"):
+            assert a[n][f] == pytest.approx(b[n][f], rel=0.01)

@@ -107,7 +107,7 @@ class SystemJoint:
             data.append(self._data_covariance(c, noises[c]))
         K_vy = torch.cat(cross, 1) if cross else self.Z.new_zeros(E * M, 0)
         K_yy = torch.block_diag(*data) if data else self.Z.new_zeros(0, 0)
-        virtual = [(self.source_values - b).reshape(-1)]
+        virtual = [(self._source_values() - b).reshape(-1)]
         if self.system_conditions:           # known values: more virtual rows
             K_cv, K_cc, K_cy, obs_c = self._condition_blocks(w, ops)
             K_vv = torch.cat([torch.cat([K_vv, K_cv.T], 1), torch.cat([K_cv, K_cc], 1)], 0)
@@ -208,7 +208,7 @@ class SystemJoint:
         lin = linearise_system(self.system, [{i: f0[c, k] for k, i in enumerate(self.indices)}
                                              for c in range(len(self.outputs))],
                                self.Z, self.input_names)
-        return float((lin.h0.detach() - getattr(self, "source_values", 0.0)).norm())
+        return float((lin.h0.detach() - self._source_values()).norm())
 
     def _residual_parts(self, jet, points=None):
         r"""``{equation: (Z, residual, size)}``: each equation's residual

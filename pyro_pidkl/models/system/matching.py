@@ -273,19 +273,19 @@ class TrajectoryMatching:
             return
         self.match_gradients()
         shot = self.match_trajectories()
-        target = float(self.residual_noise)
+        target = float(self.residual_noise.detach())
         tight = shot is not None and shot.improved and not self._loose_start
         tau = target if tight else 1e-1
         try:
             while tau > 10 * target:
-                self.residual_noise.fill_(tau)
-                self._cache = None
+                self._set_tau(tau)
+                self._tau_held = True          # a learned tau is held through the stages
                 yield tau
                 tau /= 10
         finally:
-            self.residual_noise.fill_(target)
+            self._set_tau(target)
+            self._tau_held = False
             self._loose_start = False
-            self._cache = None
 
     @property
     def starts(self):

@@ -107,12 +107,15 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
     :param dict priors: priors on the GPs' own parameters by name (as
         :class:`PhysicsConditionedGP`; :meth:`hyperparameters` lists them).
     :param settings: ``residual_noise`` (:math:`\tau`, each equation's residual variance
-        relative to its prior variance at the point, default ``1e-6``), ``objective``
+        relative to its prior variance at the point, default ``1e-6``; a
+        :class:`~pyro_pidkl.models.parts.residual.ResidualNoise` to learn it above a floor,
+        held through the fit's loose stages), ``objective``
         (``"conditional"``, :math:`\log p(y \mid v)`, default, or ``"joint"``),
         ``newton_tol``, ``newton_max_iter``, ``parameter_uncertainty`` (as
         :class:`PhysicsConditionedGP`), ``dtype``; and the older keywords ``design``, ``seed``
         (the collocation's), ``noise``, ``noise_floor``, ``learn_noise`` (every Gaussian
-        output's likelihood), ``likelihood`` (the default part).
+        output's likelihood), ``likelihood`` (the default part), ``learn_residual_noise``,
+        ``residual_noise_floor``.
     """
 
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
@@ -129,9 +132,6 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         if default.likelihood.kind != "gaussian":
             raise ValueError(f"Expected a Gaussian default likelihood; got {default.likelihood!r}"
                              f" (counts: likelihoods={{output: ...}})")
-        if default.residual.learn:
-            raise ValueError("Expected a held residual noise for ConditionedSystemGP "
-                             "(learn_residual_noise is PhysicsConditionedGP's)")
         for what in ("refine", "fit_subset"):
             if getattr(default.collocation, what) != "auto":
                 raise ValueError(f"Expected Collocation({what}='auto') for ConditionedSystemGP "
@@ -165,8 +165,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
         self.parts = default
-        self.register_buffer("residual_noise",
-                             torch.tensor(float(default.residual.value), dtype=dtype))
+        self._set_residual_noise(default.residual, dtype)
         objective = options["objective"]
         if objective not in ("conditional", "joint"):
             raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "

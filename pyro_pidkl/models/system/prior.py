@@ -11,7 +11,7 @@ import math
 
 import torch
 from pyro.nn import PyroModule, PyroParam
-from torch.distributions import constraints
+from torch.distributions import constraints, transform_to
 
 from ...gp.data_fit import fit_data_only
 from ...kernels.se import se_ard
@@ -142,6 +142,9 @@ class SystemPrior:
         out = {k.lengthscale_unconstrained: (self._log_lengthscale_floor(c), None)
                for c, k in enumerate(self.kernels)}
         out.update(self._held_coefficient_bounds())       # keep_best_stage holds them
+        if getattr(self, "_tau_held", False) and "residual_noise" in self._pyro_params:
+            u = float(self.residual_noise_unconstrained.detach())
+            out[self.residual_noise_unconstrained] = (u, u)
         for c, k in enumerate(self.kernels):
             if self.counts[c]:
                 out[k.variance_unconstrained] = (math.log(MIN_VARIANCE),
@@ -175,3 +178,25 @@ class SystemPrior:
 
     def _noise_is_learned(self):
         return bool(self.noise_learned)
+
+    def _set_residual_noise(self, part, dtype):
+        r""":math:`\tau` from a :class:`~pyro_pidkl.models.parts.residual.ResidualNoise`:
+        held (a buffer), or learned above its floor (held through the fit's loose stages,
+        :meth:`continuation`, learned in the last)."""
+        value = torch.tensor(float(part.value), dtype=dtype)
+        if part.learn:
+            self.residual_noise = PyroParam(value, constraints.greater_than(float(part.floor)))
+        else:
+            self.register_buffer("residual_noise", value)
+        self._tau_held = False
+
+    def _set_tau(self, value):
+        r"""Set :math:`\tau` (held or learned) to ``value``."""
+        with torch.no_grad():
+            if "residual_noise" in self._pyro_params:
+                constraint = self._pyro_params["residual_noise"][0]
+                self.residual_noise_unconstrained.copy_(transform_to(constraint).inv(
+                    torch.as_tensor(value, dtype=self.Z.dtype)))
+            else:
+                self.residual_noise.fill_(value)
+        self._cache = None

@@ -59,20 +59,23 @@ class SystemSources:
         if kernels:
             self.source_kernels = PyroModule[torch.nn.ModuleList](kernels)
         known = [e for e, p in enumerate(parts) if p.kind == "known"]
-        values = torch.zeros(E, self.Z.shape[0], dtype=self.Z.dtype)
-        with torch.no_grad():
-            for e in known:
-                g = torch.as_tensor(parts[e].g(Inputs(self.Z, self.input_names)),
-                                    dtype=self.Z.dtype).reshape(-1)
-                if g.shape[0] != self.Z.shape[0]:
-                    raise ValueError(f"Expected the source of equation {e} at the "
-                                     f"{self.Z.shape[0]} collocation points; got shape "
-                                     f"{tuple(g.shape)}")
-                values[e] = g
-        self.register_buffer("source_values", values)
+        for e in known:                       # checked once, on the points
+            g = self._source_at(e, self.Z)
+            if g.shape[0] != self.Z.shape[0]:
+                raise ValueError(f"Expected the source of equation {e} at the "
+                                 f"{self.Z.shape[0]} collocation points; got shape "
+                                 f"{tuple(g.shape)}")
         if known or self.gp_sources:          # psi = g: no longer the system's own exact ODE
             self.ode = None
         return priors
+
+    def _source_values(self):
+        """The known sources at the current collocation points ``(E, M)`` (zeros for the
+        other equations; the points may be a subset while a fit screens)."""
+        M = self.Z.shape[0]
+        if not any(p.kind == "known" for p in getattr(self, "sources", ())):
+            return self.Z.new_zeros(self.num_equations, M)
+        return torch.stack([self._source_at(e, self.Z) for e in range(self.num_equations)])
 
     def _source_covariance(self, prior_var):
         r"""The GP sources' covariance on the equations' virtual rows ``(E M, E M)``, or
