@@ -53,6 +53,11 @@ def test_a_decay_with_multiplicative_noise_is_the_least_squares_fit_of_the_logs(
     s2 = float(model._dispersion(0).detach())
     assert 0.8 < s2 / (rss[0] / n) < 1.25                    # the variance of the log
     assert model.referee is not None and model.referee.verdict == "agree"
+    assert model.likelihood_parameters() == {"u": {"likelihood": "lognormal",
+                                                   "log_variance": pytest.approx(s2)}}
+    with pytest.raises(ValueError, match="new observations are log-normal") as e:
+        model(t, noiseless=False)
+    assert "\n" not in str(e.value)
 
 
 def test_lognormal_data_must_be_positive_and_one_series_is_a_system_of_one():

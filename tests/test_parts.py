@@ -68,6 +68,9 @@ def test_a_system_takes_likelihood_parts_per_output_and_for_all():
     by_name = pk.ConditionedSystemGP(system, {"u": (t, y)}, likelihoods={"u": "poisson"})
     by_part = pk.ConditionedSystemGP(system, {"u": (t, y)}, likelihoods=pk.Poisson())
     assert by_name.likelihoods == by_part.likelihoods == ["poisson"]
+    assert by_part.likelihood_parameters() == {"u": {"likelihood": "poisson"}}
+    nb = pk.ConditionedSystemGP(system, {"u": (t, y)}, likelihoods=pk.NegativeBinomial())
+    assert nb.likelihood_parameters()["u"]["dispersion"] == pytest.approx(10.0)  # its start
     assert _objective(by_name) == _objective(by_part)
     spring = EquationSystem(lambda f, x, k: (f["x"].d("t") - f["v"], f["v"].d("t") + k * f["x"]),
                             outputs=("x", "v"), inputs=("t",), k=1.0)
@@ -75,6 +78,8 @@ def test_a_system_takes_likelihood_parts_per_output_and_for_all():
     held = pk.ConditionedSystemGP(spring, {"x": (t, x), "v": (t, -torch.sin(t))},
                                   likelihoods={"x": pk.GaussianNoise(noise=1e-3, learn=False)})
     assert held.noise_learned == [1] and float(held.noises()[0]) == 1e-3
+    noise = held.likelihood_parameters()["x"]["noise"]             # in the data's units
+    assert noise == pytest.approx(1e-3 * float(held.y_scale[0]) ** 2)
     old = pk.ConditionedSystemGP(spring, {"x": (t, x)}, noise=1e-3, learn_noise=False,
                                  design="grid", seed=2, collocation=20)
     new = pk.ConditionedSystemGP(spring, {"x": (t, x)}, collocation=pk.Collocation(

@@ -174,6 +174,29 @@ class CountObservations:
             out[c] = (X, start)
         return out
 
+    @own_parameters
+    def likelihood_parameters(self):
+        r"""Each observed output's likelihood and its fitted parameter, in the user's units:
+        ``{output: {"likelihood": kind, ...}}`` with ``"noise"`` (a Gaussian output's noise
+        variance), ``"dispersion"`` (a negative binomial's :math:`r`) or ``"log_variance"``
+        (a log-normal output's :math:`s^2`, the variance of :math:`\log y`)."""
+        out = {}
+        with torch.no_grad():
+            noises = self.noises() * self.y_scale ** 2
+            for c, o in enumerate(self.outputs):
+                if not self.counts[c]:
+                    continue
+                kind = self.likelihoods[c]
+                entry = {"likelihood": kind}
+                if kind == "gaussian":
+                    entry["noise"] = float(noises[c])
+                elif kind == "negative_binomial":
+                    entry["dispersion"] = float(self._dispersion(c))
+                elif kind == "lognormal":
+                    entry["log_variance"] = float(self._dispersion(c))
+                out[o] = entry
+        return out
+
     def _dispersion(self, c):
         """A negative binomial's dispersion, a log-normal output's variance of the log, or
         ``None``."""

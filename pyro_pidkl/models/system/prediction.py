@@ -42,6 +42,11 @@ class SystemPrediction:
                 var = var + self._parameter_spread(
                     lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
                 if not noiseless:
+                    if c in self.count_outputs and self.likelihoods[c] == "lognormal":
+                        raise ValueError(f"Expected noiseless=True for output "
+                                         f"{self.outputs[c]!r}: its new observations are "
+                                         f"log-normal, log y ~ N(log f, s^2) (s^2: "
+                                         f"model.likelihood_parameters())")
                     if c in self.count_outputs:
                         raise ValueError(f"Expected noiseless=True for count output "
                                          f"{self.outputs[c]!r}: its new observations are "
