@@ -6,7 +6,7 @@ from .collocation import REFINE_DEFAULT, Collocation, as_collocation
 from .likelihoods import (LIKELIHOODS, GaussianNoise, LogNormalNoise, NegativeBinomial, Poisson,
                           as_likelihood)
 from .residual import ResidualNoise, as_residual
-from .settings import Parts, take_parts
+from .settings import Parts, own_settings, take_parts
 from .solvers import Dense, Inducing, SparseCholesky, as_solver
 from .sources import GPSource, KnownSource, ZeroSource, as_source
 
@@ -14,4 +14,4 @@ __all__ = ["Collocation", "Dense", "GPSource", "GaussianNoise", "Inducing", "Kno
            "LIKELIHOODS", "LogNormalNoise", "NegativeBinomial", "Parts", "Poisson",
            "REFINE_DEFAULT", "ResidualNoise", "SparseCholesky", "ZeroSource",
            "as_collocation", "as_likelihood", "as_residual", "as_solver", "as_source",
-           "take_parts"]
+           "own_settings", "take_parts"]

@@ -17,7 +17,7 @@ from .residual import as_residual
 from .sources import as_source
 from .solvers import as_solver
 
-__all__ = ["Parts", "take_parts"]
+__all__ = ["Parts", "own_settings", "take_parts"]
 
 #: each part's older keywords
 COLLOCATION_KEYS = ("design", "seed", "collocation_refine", "fit_collocation")
@@ -40,6 +40,12 @@ class Parts:
     likelihood: Any
     source: Any = None
     solver: Any = None
+
+
+def own_settings(settings, defaults):
+    """A model's own settings: those of ``defaults`` (``{name: default}``) taken out of
+    ``settings`` (a dict of its keywords), the defaults filled in."""
+    return {**defaults, **{k: settings.pop(k) for k in list(settings) if k in defaults}}
 
 
 def _pop(settings, keys):
@@ -69,8 +75,7 @@ def take_parts(settings, collocation=None, likelihood=None, source=None, solver=
                   _gaussian(likelihood, settings, what))
     if source is not None:
         gp = {SOURCE_KEYS[k]: v for k, v in _pop(settings, SOURCE_KEYS).items()}
-        parts.source = as_source(source, **gp) if not isinstance(source, str) or source == "gp" \
-            else as_source(source)
+        parts.source = as_source(source, **gp)
     if solver is not None:
         parts.solver = as_solver(solver, **_pop(settings, SOLVER_KEYS))
     return parts

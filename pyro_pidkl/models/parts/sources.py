@@ -69,9 +69,6 @@ def as_source(spec, **gp):
     :class:`GPSource`'s fields where ``spec`` is ``"gp"`` (the models' older keywords
     ``source_inputs``, ``source_variance``, ``source_prior``)."""
     if isinstance(spec, (ZeroSource, KnownSource, GPSource)):
-        if gp and not isinstance(spec, GPSource):
-            raise ValueError(f"Expected no source_* settings with a {type(spec).__name__}; got "
-                             f"{sorted(gp)}")
         if gp:
             raise ValueError(f"Expected the GP source's settings in pk.GPSource(...) or as "
                              f"source_* keywords, not both; got {sorted(gp)} beside {spec!r}")

@@ -81,7 +81,7 @@ from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import equation_problem, referee
 from ..conditioning.resolution import between_residual, data_misfit, resolve
-from ..parts import REFINE_DEFAULT, take_parts
+from ..parts import REFINE_DEFAULT, own_settings, take_parts
 
 __all__ = ["PhysicsConditionedGP"]
 
@@ -184,8 +184,7 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
                              f"system, pk.ConditionedSystemGP(..., likelihoods={{name: ...}})")
         noise, noise_floor = parts.likelihood.noise, parts.likelihood.floor
         noise_floor = 1e-10 if noise_floor is None else noise_floor
-        options = {k: settings.pop(k) for k in list(settings) if k in OWN_SETTINGS}
-        options = {**OWN_SETTINGS, **options}
+        options = own_settings(settings, OWN_SETTINGS)
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
                             f"{type(equation).__name__}")

@@ -53,9 +53,6 @@ __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_
 #: the observation models of an output besides the Gaussian
 COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
 
-#: the non-Gaussian likelihoods conditioned on through a working response
-WORKING_LIKELIHOODS = COUNT_LIKELIHOODS + ("lognormal",)
-
 #: a log-normal output's mode is kept above this (its log is taken)
 POSITIVE = 1e-300
 
@@ -150,10 +147,11 @@ class CountObservations:
         return X, y
 
     def _init_counts(self, kinds, parts, variances=None):
-        """Set up the count outputs of ``kinds`` (one entry per output: ``"gaussian"`` or one
-        of :data:`COUNT_LIKELIHOODS`) from the data ``parts`` ``[(X_c, y_c)]``: returns the
-        parts with each count output's data replaced by ``log(y + 1/2)`` (what the output's
-        scale, prior and first fits see)."""
+        """Set up the non-Gaussian outputs of ``kinds`` (one entry per output:
+        ``"gaussian"``, one of :data:`COUNT_LIKELIHOODS` or ``"lognormal"``, whose starting
+        variance of the log ``variances`` may give) from the data ``parts`` ``[(X_c, y_c)]``:
+        returns the parts with each count output's data replaced by ``log(y + 1/2)`` (what
+        the output's scale, prior and first fits see)."""
         self.likelihoods, variances = list(kinds), variances or {}
         self.count_outputs = [c for c, k in enumerate(kinds) if k != "gaussian"]
         self.count_data = {}

@@ -46,7 +46,7 @@ from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import referee, system_problem
 from ..conditioning.stages import keep_best_stage
 from ..conditioning.starts import default_starts
-from ..parts import take_parts
+from ..parts import own_settings, take_parts
 from .conditions import SystemConditions
 from .counts import CountObservations, output_likelihoods
 from .joint import SystemJoint
@@ -121,8 +121,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
     def __init__(self, system, data, input_names=None, domain=None, collocation=None,
                  likelihoods=None, sources=None, conditions=(), scales=None, priors=None,
                  multistart=None, **settings):
-        options = {k: settings.pop(k) for k in list(settings) if k in OWN_SETTINGS}
-        options = {**OWN_SETTINGS, **options}
+        options = own_settings(settings, OWN_SETTINGS)
         dtype = options["dtype"]
         default = take_parts(settings, collocation, settings.pop("likelihood", None),
                              what="the default likelihood")

@@ -71,17 +71,23 @@ class SystemSources:
 
     def _source_values(self):
         """The known sources at the current collocation points ``(E, M)`` (zeros for the
-        other equations; the points may be a subset while a fit screens)."""
-        M = self.Z.shape[0]
+        other equations; the points may be a subset while a fit screens), evaluated once per
+        set of points: the objective reads them at every evaluation."""
         if not any(p.kind == "known" for p in getattr(self, "sources", ())):
-            return self.Z.new_zeros(self.num_equations, M)
-        return torch.stack([self._source_at(e, self.Z) for e in range(self.num_equations)])
+            return self.Z.new_zeros(self.num_equations, self.Z.shape[0])
+        key = (self.Z.data_ptr(), tuple(self.Z.shape))
+        cached = getattr(self, "_source_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, torch.stack([self._source_at(e, self.Z)
+                                        for e in range(self.num_equations)]))
+            self._source_cache = cached
+        return cached[1]
 
     def _source_covariance(self, prior_var):
         r"""The GP sources' covariance on the equations' virtual rows ``(E M, E M)``, or
         ``None`` (``prior_var``: the prior variance of each row of the linearised
         operator, ``(E M,)``)."""
-        if not self.gp_sources:
+        if not getattr(self, "gp_sources", ()):          # (a model saved before sources)
             return None
         M = self.Z.shape[0]
         blocks = [self.Z.new_zeros(M, M) for _ in range(self.num_equations)]
