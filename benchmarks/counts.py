@@ -1,10 +1,12 @@
-"""Counts as observations (``ConditionedSystemGP(likelihoods=...)``): coverage of a rate's 95%
-interval over simulated datasets, at the model's defaults, against the exact answer.
+"""Counts as observations (``ConditionedSystemGP(likelihoods=...)``, and one equation,
+``PhysicsConditionedGP(likelihood=...)``): coverage of a rate's 95% interval over simulated
+datasets, at the models' defaults, against the exact answer.
 
 The problem: the log of the mean of counts grows at rate r, ``u' = r`` (truth r = 0.3,
 u(0) = log 5) on [0, 6], 30 counts, Poisson or negative binomial (dispersion 4), r started
-at 1; the same equation with a Gaussian likelihood on ``log(y + 1/2)`` beside them (what a
-user without a count likelihood would do). The reference: the exact GLM (Poisson, or
+at 1, as a system of one output (``counts``) and as one equation (``equation``); the same
+equation with a Gaussian likelihood on ``log(y + 1/2)`` beside them (what a user without a
+count likelihood would do). The reference: the exact GLM (Poisson, or
 negative binomial with its dispersion, both by maximum likelihood) with its Wald 95%
 interval. Each record: the estimate, the interval, whether it covers the truth, its width,
 the GLM's, and seconds (one thread).
@@ -26,7 +28,7 @@ import records  # noqa: E402
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "counts.jsonl")
 R_TRUE, LEVEL, DISPERSION = 0.3, 5.0, 4.0
 KINDS = ("poisson", "negative_binomial")
-METHODS = ("counts", "gaussian_on_logs", "glm")
+METHODS = ("counts", "equation", "gaussian_on_logs", "glm")
 
 
 def growth(f, x, r):
@@ -91,6 +93,9 @@ def run(kind, method, seed):
         if method == "counts":
             model = pk.ConditionedSystemGP(system, {"u": (T, torch.as_tensor(y))},
                                            likelihoods={"u": kind})
+        elif method == "equation":
+            eq = pk.Equation(lambda f, x, r: f.d("t") - r, inputs=("t",), r=1.0)
+            model = pk.PhysicsConditionedGP(T[:, None], torch.as_tensor(y), eq, likelihood=kind)
         else:
             model = pk.ConditionedSystemGP(system, {"u": (T, torch.as_tensor(np.log(y + 0.5)))})
         with warnings.catch_warnings(record=True) as caught:
@@ -100,7 +105,7 @@ def run(kind, method, seed):
         out = {"value": iv["value"], "lower": iv["lower"], "upper": iv["upper"],
                "identified": bool(iv["identified"]),
                "warnings": sorted({str(w.message).split(":")[0][:80] for w in caught})}
-        if method == "counts" and kind == "negative_binomial":
+        if method in ("counts", "equation") and kind == "negative_binomial":
             out["dispersion"] = float(model.dispersion_0.detach())
     out.update(covered95=bool(out["lower"] <= R_TRUE <= out["upper"]),
                width=out["upper"] - out["lower"], seconds=time.perf_counter() - began)
@@ -132,20 +137,21 @@ def summary(path):
                 f"{records.median(ratio):.2f} | "
                 f"{records.median([r['seconds'] for r in rs]):.1f} |")
     for kind in KINDS:
-        pairs = [(r, recs[(kind, "glm", s)]) for (k, m, s), r in recs.items()
-                 if k == kind and m == "counts" and (kind, "glm", s) in recs]
-        if not pairs:
-            continue
-        # the GLM's standard error from its Wald interval
-        off = sorted(abs(r["value"] - g["value"]) / (g["width"] / (2 * 1.959964))
-                     for r, g in pairs)
-        lines.append(f"\n{kind}: the count fit's r from the GLM's, in GLM standard errors: "
-                     f"median {records.median(off):.2f}, over 2 on {sum(v > 2 for v in off)} of "
-                     f"{len(off)} ({', '.join(f'{v:.1f}' for v in off if v > 2) or 'none'})")
-        disp = [r["dispersion"] for r, _ in pairs if "dispersion" in r]
-        if disp:
-            lines.append(f"{kind}: dispersion (truth {DISPERSION:g}) median "
-                         f"{records.median(disp):.2f}, {min(disp):.2f}-{max(disp):.2f}")
+        for method in ("counts", "equation"):
+            pairs = [(r, recs[(kind, "glm", s)]) for (k, m, s), r in recs.items()
+                     if k == kind and m == method and (kind, "glm", s) in recs]
+            if not pairs:
+                continue
+            # the GLM's standard error from its Wald interval
+            off = sorted(abs(r["value"] - g["value"]) / (g["width"] / (2 * 1.959964))
+                         for r, g in pairs)
+            lines.append(f"\n{kind}, {method}: r from the GLM's, in GLM standard errors: "
+                         f"median {records.median(off):.2f}, over 2 on {sum(v > 2 for v in off)}"
+                         f" of {len(off)} ({', '.join(f'{v:.1f}' for v in off if v > 2) or 'none'})")
+            disp = [r["dispersion"] for r, _ in pairs if "dispersion" in r]
+            if disp:
+                lines.append(f"{kind}, {method}: dispersion (truth {DISPERSION:g}) median "
+                             f"{records.median(disp):.2f}, {min(disp):.2f}-{max(disp):.2f}")
     return "\n".join(lines)
 
 

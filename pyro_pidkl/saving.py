@@ -39,7 +39,8 @@ MOVED = {"conditioned": "single.model", "conditioned_joint": "single.joint",
          "base": "pidkl.base", "baselines": "pidkl.baselines", "exact_gp": "pidkl.exact_gp",
          "lfm": "pidkl.lfm", "sparse": "pidkl.sparse", "variational": "pidkl.sparse",
          "system_pidkl": "pidkl.system", "system_conditions": "system.conditions",
-         "system_counts": "system.counts", "system_joint": "system.joint",
+         "system_counts": "conditioning.counts", "system.counts": "conditioning.counts",
+         "system_joint": "system.joint",
          "system_matching": "system.matching", "system": "system.model"}
 
 

@@ -9,7 +9,7 @@ import torch
 
 import pyro_pidkl as pk
 from pyro_pidkl.infer.deviance import LogNormal
-from pyro_pidkl.models.system.counts import count_log_likelihood, working_response
+from pyro_pidkl.models.conditioning.counts import count_log_likelihood, working_response
 from pyro_pidkl.physics import EquationSystem
 
 D = torch.float64
@@ -35,17 +35,25 @@ def _decay(seed, n=25):
     return t, 2 * torch.exp(-0.5 * t) * torch.exp(0.15 * torch.randn(n, generator=g, dtype=D))
 
 
-def test_a_decay_with_multiplicative_noise_is_the_least_squares_fit_of_the_logs():
+@pytest.mark.parametrize("form", ["system", "equation"])
+def test_a_decay_with_multiplicative_noise_is_the_least_squares_fit_of_the_logs(form):
+    """One series with log-normal noise, as a system of one output and as one equation
+    (pk.PhysicsConditionedGP(likelihood=pk.LogNormalNoise())): the same exact answer."""
     t, y = _decay(0)
-    system = EquationSystem(lambda f, x, k: (f["u"].d("t") + k * f["u"],), outputs=("u",),
-                            inputs=("t",), k=1.0)
-    model = pk.ConditionedSystemGP(system, {"u": (t, y)}, likelihoods={"u": pk.LogNormalNoise()})
+    if form == "system":
+        system = EquationSystem(lambda f, x, k: (f["u"].d("t") + k * f["u"],), outputs=("u",),
+                                inputs=("t",), k=1.0)
+        model = pk.ConditionedSystemGP(system, {"u": (t, y)},
+                                       likelihoods={"u": pk.LogNormalNoise()})
+    else:
+        eq = pk.Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=1.0)
+        model = pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=pk.LogNormalNoise())
     pk.fit(model, progress=False)
     A = np.c_[np.ones(t.shape[0]), t.numpy()]
     coef, rss, _, _ = np.linalg.lstsq(A, np.log(y.numpy()), rcond=None)
     n = t.shape[0]
     se = float(np.sqrt(rss[0] / (n - 2) * np.linalg.inv(A.T @ A)[1, 1]))
-    k = float(model.system.k.detach())
+    k = model.equation_parameters()["k"]
     assert abs(k - (-coef[1])) < 0.05 * se                   # the MLE (0.4608)
     interval = model.coefficient_intervals(0.9)["k"]
     half = (interval["upper"] - interval["lower"]) / 2
@@ -53,14 +61,15 @@ def test_a_decay_with_multiplicative_noise_is_the_least_squares_fit_of_the_logs(
     s2 = float(model._dispersion(0).detach())
     assert 0.8 < s2 / (rss[0] / n) < 1.25                    # the variance of the log
     assert model.referee is not None and model.referee.verdict == "agree"
-    assert model.likelihood_parameters() == {"u": {"likelihood": "lognormal",
-                                                   "log_variance": pytest.approx(s2)}}
-    with pytest.raises(ValueError, match="new observations are log-normal") as e:
-        model(t, noiseless=False)
+    entry = {"likelihood": "lognormal", "log_variance": pytest.approx(s2)}
+    assert model.likelihood_parameters() == (entry if form == "equation" else {"u": entry})
+    with pytest.raises(ValueError, match="noiseless=True") as e:
+        model(t[:, None], noiseless=False)
+    assert "log-normal" in str(e.value) or "lognormal" in str(e.value)
     assert "\n" not in str(e.value)
 
 
-def test_lognormal_data_must_be_positive_and_one_series_is_a_system_of_one():
+def test_lognormal_data_must_be_positive_for_a_system_and_for_one_equation():
     t, y = _decay(1)
     system = EquationSystem(lambda f, x, k: (f["u"].d("t") + k * f["u"],), outputs=("u",),
                             inputs=("t",), k=1.0)
@@ -70,5 +79,6 @@ def test_lognormal_data_must_be_positive_and_one_series_is_a_system_of_one():
     with pytest.raises(ValueError, match="variance to be a number > 0"):
         pk.LogNormalNoise(variance=-1.0)
     eq = pk.Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=1.0)
-    with pytest.raises(ValueError, match="one-output system"):
-        pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=pk.LogNormalNoise())
+    with pytest.raises(ValueError, match="Expected positive data for y") as e:
+        pk.PhysicsConditionedGP(t[:, None], y - 1.0, eq, likelihood=pk.LogNormalNoise())
+    assert "\n" not in str(e.value)

@@ -9,8 +9,9 @@ Where each pair is tested:
   Dirichlet, Neumann, Robin, periodic, a learned condition coefficient),
   ``test_system_conditions.py`` (a system, on an output nobody measured);
 - the exact-ODE referee: ``test_referee.py`` (one equation), ``test_systems.py`` (systems);
-- likelihood parts: ``test_parts.py``, ``test_lognormal.py``, ``test_system_counts.py``
-  (systems); one equation takes Gaussian noise only so far (refused in one line, here);
+- likelihood parts: ``test_parts.py``; counts of one series as one equation and as a
+  system of one, here; log-normal data both ways, ``test_lognormal.py``; counts of systems,
+  ``test_system_counts.py``;
 - a learned residual noise: here, for a system (the verification suite's ablation for one
   equation, ``docs/verification.md``);
 - source parts (zero, known, an unknown GP): ``test_conditioned.py``, ``test_referee.py``
@@ -58,14 +59,66 @@ def test_an_explicit_ode_from_a_far_start_is_found_by_the_search_over_starts(kin
     assert iv["lower"] < 3.0 < iv["upper"]
 
 
-def test_what_one_model_does_not_take_yet_is_refused_in_one_line():
-    t = torch.linspace(0, 3, 12, dtype=torch.float64)
-    y = torch.poisson(5 * torch.exp(0.3 * t), generator=torch.Generator().manual_seed(0))
+def _logistic_counts(seed=0, n=30):
+    """Counts whose mean grows logistically (r 1.2, K 60, from 5) on [0, 6]."""
+    t = torch.linspace(0, 6, n, dtype=torch.float64)
+    mean = 60 / (1 + (60 / 5 - 1) * torch.exp(-1.2 * t))
+    return t, torch.poisson(mean, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("likelihood", [pk.Poisson(), pk.NegativeBinomial()])
+def test_counts_of_one_series_fit_as_one_equation_and_as_a_system_of_one(likelihood):
+    """One series of counts, its log-mean f under f' = r (1 - e^f / K) (the logistic law of
+    the mean): as one equation (pk.PhysicsConditionedGP(likelihood=...)) and as a system of
+    one output, the same coefficients, each within a fifth of a standard error of the exact
+    ODE's maximum-likelihood fit (the referee's), and 90% intervals of the same width."""
+    t, y = _logistic_counts()
+    eq = Equation(lambda f, x, r, K: f.d("t") - r * (1 - torch.exp(f) / K), inputs=("t",),
+                  r=Parameter(0.5), K=Parameter(30.0))
+    one = pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=likelihood)
+    system = EquationSystem(lambda f, x, r, K: (f["u"].d("t") - r * (1 - torch.exp(f["u"]) / K),),
+                            outputs=("u",), inputs=("t",), r=Parameter(0.5), K=Parameter(30.0))
+    many = pk.ConditionedSystemGP(system, {"u": (t, y)}, likelihoods={"u": likelihood})
+    results = []
+    for model in (one, many):
+        pk.fit(model, progress=False)
+        iv = model.coefficient_intervals(0.9)
+        exact = model.referee.exact.intervals(0.9)
+        for name in ("r", "K"):
+            sd = exact[name]["sd"]
+            assert abs(iv[name]["value"] - exact[name]["value"]) < 0.2 * sd, (name, iv, exact)
+        results.append(iv)
+        assert model.referee.verdict in ("agree", "exact")
+    for name in ("r", "K"):
+        a, b = results[0][name], results[1][name]
+        assert a["value"] == pytest.approx(b["value"], rel=0.02)
+        assert (a["upper"] - a["lower"]) == pytest.approx(b["upper"] - b["lower"], rel=0.2)
+    median, lower, upper = one.predict_counts(t[:, None])
+    inside = ((lower <= y) & (y <= upper)).double().mean()
+    assert 0.75 <= float(inside) <= 1.0                # 90% predictive intervals of counts
+    assert one.likelihood_parameters()["likelihood"] == likelihood.kind
+    with pytest.raises(ValueError, match="noiseless=True") as e:
+        one(t[:, None], noiseless=False)
+    assert "\n" not in str(e.value)
+
+
+def test_a_count_series_refuses_the_inducing_bound_and_bad_counts_in_one_line():
+    t, y = _logistic_counts(n=12)
     eq = Equation(lambda f, x, r: f.d("t") - r, inputs=("t",), r=0.1)
-    for part in (pk.Poisson(), "negative_binomial"):
-        with pytest.raises(ValueError, match="one-output system") as e:
-            pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=part)
-        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="dense solver") as e:
+        pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=pk.Poisson(),
+                                solver=pk.Inducing(8))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="Expected counts") as e:
+        pk.PhysicsConditionedGP(t[:, None], y + 0.5, eq, likelihood="poisson")
+    assert "\n" not in str(e.value)
+    model = pk.PhysicsConditionedGP(t[:, None], y, eq, likelihood=pk.Poisson())
+    assert not model.profile_scale and model.screen_data is None and not model.linear
+    gaussian = pk.PhysicsConditionedGP(t[:, None], y, eq)
+    assert gaussian.profile_scale and gaussian.count_outputs == []
+    with pytest.raises(ValueError, match="count data"):
+        gaussian.predict_counts(t[:, None])
     system = EquationSystem(lambda f, x, r: (f["u"].d("t") - r,), outputs=("u",),
                             inputs=("t",), r=0.1)
     with pytest.raises(TypeError, match="source"):         # a system's are sources=

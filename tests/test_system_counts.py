@@ -1,4 +1,4 @@
-"""Counts as a system's observations (pyro_pidkl/models/system/counts.py): the likelihoods
+"""Counts as a system's observations (pyro_pidkl/models/conditioning/counts.py): the likelihoods
 and Fisher weights against their closed forms, and a fit against the exact Poisson GLM that
 the same model is when the equation makes the log of the mean a straight line."""
 
@@ -9,7 +9,7 @@ import scipy.optimize
 import torch
 
 import pyro_pidkl as pk
-from pyro_pidkl.models.system.counts import count_log_likelihood, working_response
+from pyro_pidkl.models.conditioning.counts import count_log_likelihood, working_response
 from pyro_pidkl.physics import EquationSystem
 
 D = torch.float64

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ...infer.shooting import _segment_states, default_segments
+from .counts import series_observations
 
 __all__ = ["DESIGN_MAX", "DESIGN_PER_COEFFICIENT", "equation_problem", "system_problem"]
 
@@ -54,6 +55,8 @@ def equation_problem(model):
     t, y = model.X[:, 0].detach().numpy(), model.y.detach().numpy()
     order = np.argsort(t, kind="stable")
     t, y = t[order], y[order]
+    data = series_observations(model, 0, t)          # counts: their exact likelihood
+    data = (t, y) if data is None else (t, data[1][order], data[2])
     t0, t1 = float(t[0]), float(t[-1])
     K = default_segments(t.size)
     edges = np.linspace(t0, t1, K + 1)[:-1]
@@ -69,7 +72,7 @@ def equation_problem(model):
     empty = (np.zeros(0), np.zeros(0))
     _, half = _design_box(model)
     P = len(coefficients)
-    return {"ode": ode, "observations": [(t, y)] + [empty] * (n - 1),
+    return {"ode": ode, "observations": [data] + [empty] * (n - 1),
             "coefficients": coefficients, "starts": np.stack([states, states]),
             "x0": states[0], "t0": t0, "t1": t1, "scale": scale,
             "design": int(min(DESIGN_MAX, DESIGN_PER_COEFFICIENT * max(2, P + n - 1))),

@@ -86,10 +86,12 @@ def data_misfit(model):
     values): the RMS of :math:`\mu(X) - y` over its tolerance, the larger of the held
     relative noise's standard deviation and :math:`10^{-3}`, times the size of the data or
     of the mean at the collocation points; ``nan``
-    where the noise is learned (the evidence judges noisy data). A straight line that
+    where the noise is learned (the evidence judges noisy data) and for counts or log-normal
+    data (not exact). A straight line that
     solves :math:`-0.01 u'' + u' = 1` everywhere and misses both boundary values by 0.5
     (the layer at one end unresolved) reads about 1,000."""
-    if model._noise_is_learned() or model.X.shape[0] == 0:
+    if model._noise_is_learned() or model.X.shape[0] == 0 or getattr(model, "count_outputs",
+                                                                      None):
         return math.nan
     with torch.no_grad():
         mean = model.posterior_mean(model.X)

@@ -59,19 +59,12 @@ def _shooting_setup(model):
 
 def shooting_observations(model):
     """Each output's data for an exact fit: ``(t, y)`` (Gaussian) or ``(t, counts,
-    likelihood)``."""
-    from ...infer.deviance import LogNormal, NegativeBinomial, Poisson
+    likelihood)`` (:func:`~pyro_pidkl.models.conditioning.counts.series_observations`)."""
+    from .counts import series_observations
     out = []
     for c, (X, y) in enumerate(zip(model.X_by_output, model.y_by_output)):
         t = X[:, 0].numpy()
-        if c not in getattr(model, "count_outputs", ()):
-            out.append((t, y.numpy()))
-            continue
-        r = model._dispersion(c)
-        kind = {"lognormal": LogNormal, "negative_binomial": NegativeBinomial}.get(
-            model.likelihoods[c])
-        likelihood = Poisson() if kind is None else kind(float(r.detach()))
-        out.append((t, model.count_data[c].numpy(), likelihood))
+        out.append(series_observations(model, c, t) or (t, y.numpy()))
     return out
 
 

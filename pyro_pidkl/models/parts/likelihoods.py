@@ -18,7 +18,7 @@ system, ``likelihood=pk.GaussianNoise(noise=1e-3)`` on one equation):
 
 Counts and log-normal data are conditioned on through a Gaussian working response (the
 Laplace approximation:
-:mod:`~pyro_pidkl.models.system.counts`).
+:mod:`~pyro_pidkl.models.conditioning.counts`).
 """
 
 import math

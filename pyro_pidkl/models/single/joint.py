@@ -27,7 +27,9 @@ periodic condition's rows the differences of its point pairs (:math:`C x`,
 are what Gauss-Newton iterates
 (:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning`).
 
-On more than :data:`~pyro_pidkl.models.single.inducing.INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
+Counts and log-normal data enter as a working response whose variances join the data's
+noise on the diagonal (:mod:`~pyro_pidkl.models.conditioning.counts`). On more than
+:data:`~pyro_pidkl.models.single.inducing.INDUCING_DATA` data (``data_likelihood="auto"``) the data's density
 given :math:`v` is Titsias's collapsed bound on inducing values at the first ``m`` data of
 their maximin order (:class:`~pyro_pidkl.gp.inducing.InducingJoint`, :math:`O(N m^2)`
 instead of :math:`O((M + N)^3)`), and the posterior that bound's.
@@ -222,6 +224,8 @@ class EquationJoint:
             K_vv = K_LL + torch.diag(residual) + (0.0 if source is None else source)
             K_yy = self.kernel(self.X_s) + noise * torch.eye(N, dtype=K_LL.dtype,
                                                              device=K_LL.device)
+            if self.count_outputs:               # the working response's own variances
+                K_yy = K_yy + torch.diag(self._count_noise(0))
             A = torch.cat([torch.cat([K_vv, K_Lx], 1), torch.cat([K_Lx.T, K_yy], 1)], 0)
             joint = JointGaussian(A, obs, M, closed_form=closed_form)
         else:                                     # in place: one (N + M)^2 matrix
@@ -235,6 +239,8 @@ class EquationJoint:
             A[M:, :M] = K_Lx.T
             A[M:, M:] = self.kernel(self.X_s)
             A[M:, M:].diagonal().add_(noise)
+            if self.count_outputs:
+                A[M:, M:].diagonal().add_(self._count_noise(0))
             joint = JointGaussian(A, obs, M, closed_form=closed_form)
         joint.w, joint.c, joint.operators = w, c, (ZZ, ZX)
         joint.inputs = self.X_s if inducing is None else inducing
@@ -283,6 +289,8 @@ class EquationJoint:
         if U is None:
             K = self.kernel(self.X_s) + noise * torch.eye(N, dtype=self.X_s.dtype,
                                                           device=self.X_s.device)
+            if self.count_outputs:
+                K = K + torch.diag(self._count_noise(0))
             alpha = torch.cholesky_solve((self.y_s - c)[:, None],
                                          jittered_cholesky(K, 1e-10, 1e-2))[:, 0]
             ZX = OperatorCovariance(self.kernel, self.Z_s, self.X_s)

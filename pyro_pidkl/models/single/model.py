@@ -61,6 +61,7 @@ with :class:`~pyro_pidkl.models.ConditionedSystemGP`), priors and Laplace
 import itertools
 import math
 
+import numpy as np
 import torch
 from pyro.contrib.gp.kernels import RBF
 
@@ -77,6 +78,7 @@ from .subsets import Subsets
 from .prediction import ConditionedPrediction
 from ..pidkl.exact_gp import ExactGP
 from ..conditioning.conditioned import ConditionedModel
+from ..conditioning.counts import CountObservations, count_start
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import equation_problem, referee
@@ -99,7 +101,7 @@ OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
 
 
 class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
-                           ConditionedPrediction, ConditionedModel, ExactGP):
+                           ConditionedPrediction, CountObservations, ConditionedModel, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 
     :param X: ``(N, d)`` training inputs (user units).
@@ -128,7 +130,13 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
     :param likelihood: :class:`~pyro_pidkl.models.parts.likelihoods.GaussianNoise` (noise
         relative to the kernel's variance: where a learned one starts, default ``1e-2``, or
         its value held; its floor, default ``1e-10``, so that exact data, boundary values,
-        are fitted exactly; learned from ten data on by default).
+        are fitted exactly; learned from ten data on by default), or counts
+        (:class:`~pyro_pidkl.models.parts.likelihoods.Poisson`,
+        :class:`~pyro_pidkl.models.parts.likelihoods.NegativeBinomial`: :math:`f` the log of
+        their mean) or positive data with multiplicative noise
+        (:class:`~pyro_pidkl.models.parts.likelihoods.LogNormalNoise`), conditioned on
+        through a working response (:mod:`~pyro_pidkl.models.conditioning.counts`; the
+        kernel's variance then learned, not profiled).
     :param conditions: boundary and initial conditions, each a
         :class:`~pyro_pidkl.physics.Condition` (an operator, its points and values: Dirichlet,
         Neumann, Robin, an initial rate), conditioned on like the equation, always with all
@@ -178,12 +186,13 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
                  domain=None, source="zero", likelihood=None, conditions=(), solver="auto",
                  priors=None, **settings):
         parts = take_parts(settings, collocation, likelihood, source, solver)
-        if parts.likelihood.kind != "gaussian":
-            raise ValueError(f"Expected a Gaussian likelihood for PhysicsConditionedGP; got "
-                             f"{parts.likelihood!r}: counts of one series are a one-output "
-                             f"system, pk.ConditionedSystemGP(..., likelihoods={{name: ...}})")
-        noise, noise_floor = parts.likelihood.noise, parts.likelihood.floor
+        kind = parts.likelihood.kind
+        noise, noise_floor = (parts.likelihood.noise, parts.likelihood.floor) if \
+            kind == "gaussian" else (None, None)
         noise_floor = 1e-10 if noise_floor is None else noise_floor
+        if kind != "gaussian":      # what the prior and the first fits see: log(y + 1/2)
+            y = count_start(kind, torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(-1),
+                            "y")
         options = own_settings(settings, OWN_SETTINGS)
         if not isinstance(equation, Equation):
             raise TypeError(f"Expected equation to be a pyro_pidkl.physics.Equation; got "
@@ -193,7 +202,7 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
         super().__init__(X, y, input_names, noise=1e-2 if noise is None else noise,
                          noise_floor=noise_floor, **settings)
         self.parts = parts
-        self._hold_noise(parts.likelihood.learn, noise, noise_floor)
+        self._set_likelihood(parts.likelihood, noise, noise_floor)
         equation.check_inputs(self.input_names)
         self.equation = equation
         self.shape = None
@@ -239,6 +248,12 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
         self.fit_collocation = (None if fit_collocation is None else
                                 positive_int(fit_collocation, "fit_collocation"))
         self.data_likelihood, inducing = parts.solver
+        if self.count_outputs:              # their working response's variance is per datum
+            if self.data_likelihood == "inducing":
+                raise ValueError(f"Expected a dense solver with a {kind!r} likelihood (the "
+                                 f"inducing-point bound takes one noise for all data); got "
+                                 f"{solver!r}")
+            self.data_likelihood = "exact"
         self.collocation_refine = parts.collocation.refinements(REFINE_DEFAULT)
         self.inducing_auto = inducing == "auto"
         count = INDUCING_START if self.inducing_auto else positive_int(inducing, "inducing")
@@ -251,6 +266,8 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
                                              generator=torch.Generator().manual_seed(seed))}):
                 indices |= set(linearise(eq, jet, probe, self.input_names).coefficients)
             self.linear = self.linear and is_linear(eq, probe, self.input_names, seed=seed)
+        # counts: the working response moves with the fit (Fisher scoring beside Gauss-Newton)
+        self.linear = self.linear and not self.count_outputs
         self.indices = sorted(indices, key=lambda i: (len(i), i))
         self._warn_unused_coefficients(seed)
         top = 4 if isinstance(self.kernel, RBF) else 2
@@ -343,6 +360,8 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
         data alone (:func:`~pyro_pidkl.gp.data_fit.fit_data_only`, several starts), on a
         maximin subset of at most :data:`DATA_FIT_POINTS` data."""
         from ...gp.data_fit import fit_data_only
+        if self.count_outputs:               # counts: no Gaussian reference
+            return math.nan
         with self.data_subset(DATA_FIT_POINTS):
             if self.X_s.shape[0] < 3:
                 return math.nan
@@ -368,9 +387,10 @@ class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
     # -- Laplace (ParameterUncertainty) ------------------------------------------------
     def _nuisance_parameters(self):
         """The GP's own scalar parameters (kernel lengthscales, noise, source; not a feature
-        net, not the profiled kernel variance, which has no curvature of its own)."""
+        net, not the profiled kernel variance, which has no curvature of its own; a count
+        likelihood's dispersion and the kernel's variance, learned then)."""
         kern = getattr(self.kernel, "kern", self.kernel)
-        profiled = kern.variance_unconstrained
+        profiled = kern.variance_unconstrained if self.profile_scale else None
         return [p for name, p in self.named_parameters()
                 if not name.startswith(("equation.", "condition_equations."))
                 and "iwarping_fn" not in name and p.requires_grad and p is not profiled]

@@ -18,6 +18,7 @@ Every method is pure: it solves from the stored linearisation point and writes n
 :class:`~pyro_pidkl.models.PhysicsConditionedGP`.
 """
 
+import numpy as np
 import torch
 
 from ...param_scope import own_parameters
@@ -78,9 +79,16 @@ class ConditionedPrediction:
     def _scale(self, joint):
         """The maximum-likelihood factor of the kernel's variance at ``joint`` (every
         covariance is relative to it, so the fit profiles it out)."""
+        if not self.profile_scale:               # counts: the kernel's variance is learned
+            return 1.0
         return joint.scale(conditional=self.objective == "conditional")
 
     def _noise_s(self):
+        if self.count_outputs:
+            raise ValueError(f"Expected noiseless=True for {self._what()}'s "
+                             f"{self.likelihoods[0]} data: a new observation is not f plus "
+                             f"Gaussian noise (model.predict_counts(X) for counts; "
+                             f"model.likelihood_parameters())")
         with torch.no_grad():
             joint = self.conditional()
             return self.noise.detach() * self._signal_variance().detach() * self._scale(joint)
@@ -94,3 +102,26 @@ class ConditionedPrediction:
         # the parameters' Laplace uncertainty: the spread of the mean between sigma points
         var = var + self._parameter_spread(lambda at: at.mean(self._cross(at, U)), full_cov)
         return mean, var
+
+    @own_parameters
+    def predict_counts(self, Xnew, prob=0.9, num_draws=4000, seed=0):
+        r"""Predictive intervals of new counts at ``Xnew`` ``(P, d)`` (a model with a
+        :class:`~pyro_pidkl.models.parts.likelihoods.Poisson` or
+        :class:`~pyro_pidkl.models.parts.likelihoods.NegativeBinomial` likelihood): draws of
+        the log-mean from its posterior (normal, the parameters' uncertainty included), then
+        of the counts given it.
+
+        :returns: ``(median, lower, upper)``, each ``(P,)``, the central ``prob`` interval."""
+        c = self._counted()[0]
+        mean, var = self(Xnew)
+        return self._count_draws(c, mean, var, prob, num_draws, np.random.default_rng(seed))
+
+    @own_parameters
+    def likelihood_parameters(self):
+        r"""The data's likelihood and its fitted parameter, in the user's units:
+        ``{"likelihood": kind, ...}`` with ``"noise"`` (Gaussian: the noise variance),
+        ``"dispersion"`` (a negative binomial's :math:`r`) or ``"log_variance"`` (log-normal
+        data: :math:`s^2`, the variance of :math:`\log y`)."""
+        with torch.no_grad():
+            noise = None if self.count_outputs else self.noise_variance()
+            return self._likelihood_entry(0, noise)

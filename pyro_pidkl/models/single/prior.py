@@ -74,7 +74,7 @@ class SinglePrior:
 
         :returns: the data-only fit (a :class:`~pyro_pidkl.gp.data_fit.DataFit`) or
             ``None``."""
-        if not (self._noise_auto and "noise" in self._pyro_params):
+        if not (self._noise_auto and "noise" in self._pyro_params) or self.count_outputs:
             return None
         from ...gp.data_fit import fit_data_only
         U, y = self.X_s, (self.y_s - self.prior_mean()).detach()
@@ -101,6 +101,43 @@ class SinglePrior:
         del self.noise
         self.register_buffer("noise", torch.tensor(float(max(noise, 1e-300)), dtype=self.X.dtype))
         self.learn_noise = False
+
+    def _set_likelihood(self, part, noise, floor):
+        """The data's likelihood part: Gaussian noise (learned or held, :meth:`_hold_noise`),
+        or counts or log-normal data through a working response
+        (:mod:`~pyro_pidkl.models.conditioning.counts`: the series ``c = 0``), whose
+        variance is per datum and absolute: the kernel's variance is then learned, not
+        profiled, the Gaussian noise held at its floor, and a fit's starts are not screened
+        on a subset of the data (the working response is the whole series')."""
+        kind = part.kind
+        data = self.y.clone()                # the buffer becomes the working response
+        if kind in ("poisson", "negative_binomial"):     # the counts back from log(y + 1/2)
+            data = torch.round(self.y.exp() - 0.5)
+        self._init_counts([kind], [(self.X, data)], {0: getattr(part, "variance", None)})
+        if not self.count_outputs:
+            self._hold_noise(part.learn, noise, floor)
+            return
+        self._hold_noise(False, floor, floor)
+        self.profile_scale = False
+        self.screen_data = None
+        self._working_updated()
+
+    def _working_updated(self):
+        """The working response of count or log-normal data as the model's targets ``y``,
+        ``y_s`` (:mod:`~pyro_pidkl.models.conditioning.counts`)."""
+        with torch.no_grad():                # new tensors: y may be the caller's
+            z = self._working(0)[0]
+            self.y = z.clone()
+            self.y_s = self.standardizer.y_to_model(z)
+
+    def _series_name(self, c):
+        return "y"
+
+    def _series_units(self, c):
+        return self.standardizer.y_loc, self.standardizer.y_scale
+
+    def _series_mean(self, joint, c):
+        return joint.mean(self._cross(joint, self.X_s)) + joint.c
 
     def _residual_noise(self, part):
         value, floor = part.value, part.floor

@@ -23,7 +23,7 @@ iterates (:class:`~pyro_pidkl.models.conditioning.linearised.LinearisedCondition
 :class:`SystemJoint` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`, which
 provides the kernels, data by output (``X_s``, ``y_s``, ``counts``), their scales, ``mean``,
 ``noises()``, ``_count_noise(c)`` (a count output's working-response variance,
-:mod:`~pyro_pidkl.models.system.counts`), ``Z``, ``Z_s``, ``indices``, ``num_equations`` and
+:mod:`~pyro_pidkl.models.conditioning.counts`), ``Z``, ``Z_s``, ``indices``, ``num_equations`` and
 ``residual_noise``.
 """
 
@@ -123,7 +123,7 @@ class SystemJoint:
     def _data_covariance(self, c, noise):
         r""":math:`k_c(X_c, X_c) + \sigma^2 I` of output ``c``'s data (standardised units;
         ``noise`` :math:`\sigma^2`), plus a count output's working-response variances
-        (:mod:`~pyro_pidkl.models.system.counts`) on its diagonal: ``(n_c, n_c)``."""
+        (:mod:`~pyro_pidkl.models.conditioning.counts`) on its diagonal: ``(n_c, n_c)``."""
         U = self.X_s[c]
         K = self.kernels[c](U) + noise * torch.eye(U.shape[0], dtype=U.dtype, device=U.device)
         extra = self._count_noise(c)

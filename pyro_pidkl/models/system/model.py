@@ -41,6 +41,7 @@ from ...physics.observations import split_by_output
 from ...physics.ode import explicit_ode
 from ...physics.system import EquationSystem, is_linear_system, linearise_system
 from ..conditioning.conditioned import ConditionedModel
+from ..conditioning.counts import CountObservations, output_likelihoods
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import referee, system_problem
@@ -48,7 +49,6 @@ from ..conditioning.stages import keep_best_stage
 from ..conditioning.starts import default_starts
 from ..parts import own_settings, take_parts
 from .conditions import SystemConditions
-from .counts import CountObservations, output_likelihoods
 from .joint import SystemJoint
 from .matching import TrajectoryMatching
 from .prediction import SystemPrediction
@@ -85,7 +85,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         on, else held at its floor, default ``1e-8`` in the output's standardised units;
         one floor for all outputs). A count output is the log of the counts' mean,
         conditioned on through the Laplace approximation
-        (:mod:`~pyro_pidkl.models.system.counts`).
+        (:mod:`~pyro_pidkl.models.conditioning.counts`).
     :param sources: what drives each equation, :math:`\psi_e[f] = g_e`: one part of
         :mod:`~pyro_pidkl.models.parts.sources` for every equation or ``{equation index:
         part}`` (default zero; :mod:`~pyro_pidkl.models.system.sources`). An unknown source
@@ -220,7 +220,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
     @property
     def y_s(self):
         """Each output's data in its standardised units (a count output's: its working
-        response, :mod:`~pyro_pidkl.models.system.counts`)."""
+        response, :mod:`~pyro_pidkl.models.conditioning.counts`)."""
         return [self._working_s(c) if c in self.count_outputs else y
                 for c, y in enumerate(self._y_std)]
 

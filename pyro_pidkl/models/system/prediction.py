@@ -5,6 +5,7 @@ data and the system, with the coefficients' share of the variance once fitted
 :class:`SystemPrediction` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`.
 """
 
+import numpy as np
 import torch
 
 from ...checks import warn_if_interrupted
@@ -55,3 +56,42 @@ class SystemPrediction:
                 means.append(self.y_loc[c] + self.y_scale[c] * mean)
                 variances.append(self.y_scale[c] ** 2 * var)
             return torch.stack(means, 1), torch.stack(variances, 1)
+
+    @own_parameters
+    def predict_counts(self, Xnew, prob=0.9, num_draws=4000, seed=0):
+        r"""Predictive intervals of new counts of every count output at ``Xnew`` ``(P, d)``:
+        draws of the log-mean from its posterior (normal, the parameters' uncertainty
+        included), then of the counts given it
+        (:meth:`~pyro_pidkl.models.conditioning.counts.CountObservations._count_draws`).
+
+        :returns: ``{output: (median, lower, upper)}``, each ``(P,)``, the central ``prob``
+            interval."""
+        counted = self._counted()
+        mean, var = self(Xnew)
+        rng = np.random.default_rng(seed)
+        return {self.outputs[c]: self._count_draws(c, mean[:, c], var[:, c], prob, num_draws,
+                                                   rng) for c in counted}
+
+    @own_parameters
+    def likelihood_parameters(self):
+        r"""Each observed output's likelihood and its fitted parameter, in the user's units:
+        ``{output: {"likelihood": kind, ...}}`` with ``"noise"`` (a Gaussian output's noise
+        variance), ``"dispersion"`` (a negative binomial's :math:`r`) or ``"log_variance"``
+        (a log-normal output's :math:`s^2`, the variance of :math:`\log y`)."""
+        with torch.no_grad():
+            noises = self.noises() * self.y_scale ** 2
+            return {o: self._likelihood_entry(c, noises[c])
+                    for c, o in enumerate(self.outputs) if self.counts[c]}
+
+    # -- the series the count likelihoods read (conditioning.counts) -----------------------
+    def _series_name(self, c):
+        return f"output {self.outputs[c]!r}"
+
+    def _series_units(self, c):
+        return self.y_loc[c], self.y_scale[c]
+
+    def _series_mean(self, joint, c):
+        return joint.mean(self._cross(joint, c, self.X_s[c])) + self.mean[c]
+
+    def _working_updated(self):
+        """Nothing to do: ``y_s`` reads the working response when asked."""

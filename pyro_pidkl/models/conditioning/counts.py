@@ -1,6 +1,7 @@
-r"""Counts as a system's observations: Poisson or negative-binomial data of an output that is
-the log of their mean, conditioned on through a Gaussian working response (the Laplace
-approximation, as penalised quasi-likelihood fits a GLMM).
+r"""Counts and log-normal data as a conditioned model's observations: Poisson or
+negative-binomial data of an output that is the log of their mean, conditioned on through a
+Gaussian working response (the Laplace approximation, as penalised quasi-likelihood fits a
+GLMM), for one equation's series and for each output of a system alike.
 
 An output :math:`f_c` observed as counts is the log of their mean,
 :math:`y_i \sim \mathrm{Poisson}(e^{f_c(x_i)})` or
@@ -15,7 +16,7 @@ data, the likelihood is replaced by a Gaussian of the working response
     \;\;(\text{NB})
 
 (the Fisher weights of the log link), so the joint of the data and the equations stays
-Gaussian (:mod:`~pyro_pidkl.models.system.joint`); :math:`\hat f` is iterated to the
+Gaussian (:mod:`~pyro_pidkl.models.system.joint`, :mod:`~pyro_pidkl.models.single.joint`); :math:`\hat f` is iterated to the
 posterior mean given :math:`z` (Fisher scoring), between the fit's optimiser runs, with
 Gauss-Newton (:meth:`CountObservations.relinearise`). The objective is the Laplace
 approximation of :math:`\log p(y \mid v)`,
@@ -33,7 +34,12 @@ s^2)`, are conditioned on the same way: :math:`\log f` linearised around :math:`
 the working response :math:`z_i = \hat f_i (1 + \log y_i - \log \hat f_i)` with variance
 :math:`\hat f_i^2 s^2` (:math:`s^2` learned); the system stays written for :math:`f`.
 
-:class:`CountObservations` is a mixin of :class:`~pyro_pidkl.models.ConditionedSystemGP`.
+:class:`CountObservations` is a mixin of both conditioned models
+(:class:`~pyro_pidkl.models.ConditionedSystemGP`: any output;
+:class:`~pyro_pidkl.models.PhysicsConditionedGP`: its one series, ``c = 0``), which provide
+``_series_name(c)``, ``_series_units(c)`` (the standardisation ``(loc, scale)``),
+``_series_mean(joint, c)`` (the standardised posterior mean at the series' data) and
+``_working_updated()`` (called when the working response moved).
 """
 
 import math
@@ -44,11 +50,11 @@ from pyro.nn import PyroParam
 from torch.distributions import constraints
 
 from ...param_scope import own_parameters
-from ..conditioning.linearised import GaussNewtonResult, LinearisedConditioning
+from .linearised import GaussNewtonResult
 from ..parts.likelihoods import as_likelihood
 
 __all__ = ["COUNT_LIKELIHOODS", "CountObservations", "check_counts", "count_log_likelihood",
-           "output_likelihoods", "working_response"]
+           "count_start", "output_likelihoods", "series_observations", "working_response"]
 
 #: the observation models of an output besides the Gaussian
 COUNT_LIKELIHOODS = ("poisson", "negative_binomial")
@@ -66,10 +72,44 @@ def check_counts(output, y):
     """``y`` if it holds counts (finite, non-negative integers), else a one-line error."""
     bad = ~torch.isfinite(y) | (y < 0) | (y != torch.round(y))
     if bool(bad.any()):
-        raise ValueError(f"Expected counts (non-negative integers) for output {output!r}; "
+        raise ValueError(f"Expected counts (non-negative integers) for {output}; "
                          f"got {int(bad.sum())} of {y.numel()} values that are not, e.g. "
                          f"{float(y[bad][0])!r}")
     return y
+
+
+def check_positive(output, y):
+    """``y`` if every value is finite and positive (log-normal data), else a one-line
+    error."""
+    bad = ~torch.isfinite(y) | (y <= 0)
+    if bool(bad.any()):
+        raise ValueError(f"Expected positive data for {output}, whose likelihood is "
+                         f"log-normal; got {int(bad.sum())} of {y.numel()} that are not, e.g. "
+                         f"{float(y[bad][0])!r}")
+    return y
+
+
+def count_start(kind, y, what):
+    """What the prior, the scale and the first fits of a series observed with likelihood
+    ``kind`` see in place of its data ``y`` (checked): ``log(y + 1/2)`` for counts, the data
+    themselves (positive) for log-normal data."""
+    if kind == "lognormal":
+        return check_positive(what, y)
+    return (check_counts(what, y) + 0.5).log()
+
+
+def series_observations(model, c, t):
+    """Series ``c``'s data at times ``t`` (numpy) for an exact fit of its ODE
+    (:mod:`~pyro_pidkl.infer.deviance`): ``(t, counts, likelihood)`` for a count or
+    log-normal series, else ``None``."""
+    from ...infer.deviance import LogNormal, NegativeBinomial, Poisson
+    if c not in getattr(model, "count_outputs", ()):
+        return None
+    r = model._dispersion(c)
+    kind = {"lognormal": LogNormal, "negative_binomial": NegativeBinomial}.get(
+        model.likelihoods[c])
+    likelihood = Poisson() if kind is None else kind(float(r.detach()))
+    return (t, model.count_data[c].numpy(), likelihood)
 
 
 def output_likelihoods(likelihoods, outputs, parts, default):
@@ -127,73 +167,55 @@ class CountObservations:
     of the mean at the data, user units) and, for a negative binomial, a PyroParam
     ``dispersion_<c>``."""
 
-    def _init_lognormal(self, c, X, y, variance):
-        """Output ``c`` observed with log-normal noise: its data checked positive, its mode
-        started at them, the variance of their log learned (started at ``variance``, else
-        at half the mean squared difference of successive logs, von Neumann's estimate)."""
-        bad = ~torch.isfinite(y) | (y <= 0)
-        if bool(bad.any()):
-            raise ValueError(f"Expected positive data for output {self.outputs[c]!r}, whose "
-                             f"likelihood is log-normal; got {int(bad.sum())} of {y.numel()} "
-                             f"that are not, e.g. {float(y[bad][0])!r}")
-        self.count_data[c] = y
-        self.register_buffer(f"mode_{c}", y.clone())
-        if variance is None:
-            ly = y[torch.argsort(X[:, 0])].log()
-            variance = float((ly.diff().pow(2).mean() / 2).clamp(1e-6, 1.0)) if y.numel() > 2 \
-                else 1e-2
-        setattr(self, f"log_variance_{c}", PyroParam(torch.tensor(float(variance), dtype=y.dtype),
-                                                     constraints.interval(1e-8, 10.0)))
-        return X, y
-
     def _init_counts(self, kinds, parts, variances=None):
-        """Set up the non-Gaussian outputs of ``kinds`` (one entry per output:
+        """Set up the non-Gaussian series of ``kinds`` (one entry per series:
         ``"gaussian"``, one of :data:`COUNT_LIKELIHOODS` or ``"lognormal"``, whose starting
-        variance of the log ``variances`` may give) from the data ``parts`` ``[(X_c, y_c)]``:
-        returns the parts with each count output's data replaced by ``log(y + 1/2)`` (what
-        the output's scale, prior and first fits see)."""
+        variance of the log ``variances`` may give) from their data ``parts`` ``[(X_c,
+        y_c)]`` (checked): each one's mode (the log of the mean at the data, or for log-normal
+        data the function there) started at :func:`count_start`, a negative binomial's
+        dispersion and a log-normal series' variance of the log learned. Returns the parts
+        with each such series' data replaced by its start (what its scale, prior and first
+        fits see)."""
         self.likelihoods, variances = list(kinds), variances or {}
         self.count_outputs = [c for c, k in enumerate(kinds) if k != "gaussian"]
         self.count_data = {}
         out = list(parts)
         for c in self.count_outputs:
             X, y = parts[c]
-            if kinds[c] == "lognormal":
-                out[c] = self._init_lognormal(c, X, y, variances.get(c))
-                continue
-            y = check_counts(self.outputs[c], y)
+            start = count_start(kinds[c], y, self._series_name(c))
             self.count_data[c] = y
-            start = (y + 0.5).log()
             self.register_buffer(f"mode_{c}", start.clone())
             if kinds[c] == "negative_binomial":
                 setattr(self, f"dispersion_{c}",
                         PyroParam(torch.tensor(10.0, dtype=y.dtype),
                                   constraints.interval(1e-2, 1e6)))
+            elif kinds[c] == "lognormal":
+                # started at half the mean squared difference of successive logs (von
+                # Neumann's estimate of the noise's variance) unless given
+                variance = variances.get(c)
+                if variance is None:
+                    ly = y[torch.argsort(X[:, 0])].log()
+                    variance = (float((ly.diff().pow(2).mean() / 2).clamp(1e-6, 1.0))
+                                if y.numel() > 2 else 1e-2)
+                setattr(self, f"log_variance_{c}",
+                        PyroParam(torch.tensor(float(variance), dtype=y.dtype),
+                                  constraints.interval(1e-8, 10.0)))
             out[c] = (X, start)
         return out
 
-    @own_parameters
-    def likelihood_parameters(self):
-        r"""Each observed output's likelihood and its fitted parameter, in the user's units:
-        ``{output: {"likelihood": kind, ...}}`` with ``"noise"`` (a Gaussian output's noise
-        variance), ``"dispersion"`` (a negative binomial's :math:`r`) or ``"log_variance"``
-        (a log-normal output's :math:`s^2`, the variance of :math:`\log y`)."""
-        out = {}
-        with torch.no_grad():
-            noises = self.noises() * self.y_scale ** 2
-            for c, o in enumerate(self.outputs):
-                if not self.counts[c]:
-                    continue
-                kind = self.likelihoods[c]
-                entry = {"likelihood": kind}
-                if kind == "gaussian":
-                    entry["noise"] = float(noises[c])
-                elif kind == "negative_binomial":
-                    entry["dispersion"] = float(self._dispersion(c))
-                elif kind == "lognormal":
-                    entry["log_variance"] = float(self._dispersion(c))
-                out[o] = entry
-        return out
+    def _likelihood_entry(self, c, noise):
+        """Series ``c``'s likelihood and its fitted parameter, in the user's units (``noise``
+        a Gaussian series' noise variance): ``{"likelihood": kind, ...}`` (as
+        ``likelihood_parameters()``)."""
+        kind = self.likelihoods[c]
+        entry = {"likelihood": kind}
+        if kind == "gaussian":
+            entry["noise"] = float(noise)
+        elif kind == "negative_binomial":
+            entry["dispersion"] = float(self._dispersion(c))
+        elif kind == "lognormal":
+            entry["log_variance"] = float(self._dispersion(c))
+        return entry
 
     def _dispersion(self, c):
         """A negative binomial's dispersion, a log-normal output's variance of the log, or
@@ -207,14 +229,15 @@ class CountObservations:
 
     def _working_s(self, c):
         """Count output ``c``'s working response in its standardised units ``(n_c,)``."""
-        return (self._working(c)[0] - self.y_loc[c]) / self.y_scale[c]
+        loc, scale = self._series_units(c)
+        return (self._working(c)[0] - loc) / scale
 
     def _count_noise(self, c):
         """The variance of count output ``c``'s working response in its standardised units,
         :math:`1 / (W s_{y,c}^2)` ``(n_c,)``, or ``None`` for a Gaussian output."""
         if c not in self.count_outputs:
             return None
-        return 1.0 / (self._working(c)[1] * self.y_scale[c] ** 2)
+        return 1.0 / (self._working(c)[1] * self._series_units(c)[1] ** 2)
 
     def _count_correction(self):
         r""":math:`\sum_c \sum_i [\log p(y_i \mid \hat f_i) - \log \mathcal{N}(z_i \mid \hat
@@ -223,9 +246,10 @@ class CountObservations:
         for c in self.count_outputs:
             f = getattr(self, f"mode_{c}")
             z, W = self._working(c)
-            var_s = 1.0 / (W * self.y_scale[c] ** 2)
+            scale = self._series_units(c)[1]
+            var_s = 1.0 / (W * scale ** 2)
             gauss = (-0.5 * (2 * math.pi * var_s).log()
-                     - 0.5 * ((z - f) / self.y_scale[c]).pow(2) / var_s).sum()
+                     - 0.5 * ((z - f) / scale).pow(2) / var_s).sum()
             total = total + count_log_likelihood(self.likelihoods[c], self.count_data[c], f,
                                                  self._dispersion(c)) - gauss
         return total
@@ -238,21 +262,22 @@ class CountObservations:
             joint = self.solve()[0]
             change = 0.0
             for c in self.count_outputs:
-                g = joint.mean(self._cross(joint, c, self.X_s[c])) + self.mean[c]
-                new = self.y_loc[c] + self.y_scale[c] * g
+                loc, scale = self._series_units(c)
+                new = loc + scale * self._series_mean(joint, c)
                 if self.likelihoods[c] == "lognormal":    # its log is taken
                     new = new.clamp(min=float(self.count_data[c].min()) * 1e-3)
                 mode = getattr(self, f"mode_{c}")
                 size = float(mode.abs().max().clamp(min=1.0))
                 change = max(change, float((new - mode).abs().max()) / size)
                 mode.copy_(new)
+            self._working_updated()
             self._cache = None
         return change
 
     def _objective(self, joint):
         """The objective (``LinearisedConditioning._objective``) and, with count outputs, the
         Laplace correction of their likelihood (:meth:`_count_correction`)."""
-        value = LinearisedConditioning._objective(self, joint)
+        value = super()._objective(joint)
         return value + self._count_correction() if self.count_outputs else value
 
     @own_parameters
@@ -262,43 +287,39 @@ class CountObservations:
         count outputs, Fisher scoring of their modes with it until both settle (module
         docstring). Reports more than one iteration while the modes still move (the fit then
         runs its optimiser again)."""
-        out = LinearisedConditioning.relinearise(self, max_iter)
+        out = super().relinearise(max_iter)
         if not self.count_outputs:
             return out
         iterations, moved = out.iterations, 0.0
         for _ in range(WORKING_MAX_ITER):
             change = self._update_mode()
             moved = max(moved, change)
-            out = LinearisedConditioning.relinearise(self, max_iter)
+            out = super().relinearise(max_iter)
             iterations += out.iterations
             if change < WORKING_TOL:
                 break
         return GaussNewtonResult(max(iterations, 2 if moved > 1e-4 else 1), out.converged,
                                  max(out.change, change))
 
-    @own_parameters
-    def predict_counts(self, Xnew, prob=0.9, num_draws=4000, seed=0):
-        r"""Predictive intervals of new counts of every count output at ``Xnew`` ``(P, d)``:
-        draws of the log-mean from its posterior (normal, the parameters' uncertainty
-        included), then of the counts given it.
+    def _count_draws(self, c, mean, var, prob, num_draws, rng):
+        r"""Series ``c``'s predictive interval of new counts from its log-mean's posterior
+        ``mean``, ``var`` ``(P,)`` (user units): draws of the log-mean (normal), then of the
+        counts given it (a negative binomial's a gamma-Poisson mixture). Returns
+        ``(median, lower, upper)``, each ``(P,)``, the central ``prob`` interval."""
+        m, s = mean.numpy(), var.sqrt().numpy()
+        rate = np.exp(m + s * rng.standard_normal((num_draws, m.shape[0])))
+        r = self._dispersion(c)
+        if r is not None:
+            r = float(r.detach())
+            rate = rng.gamma(r, rate / r)
+        y = rng.poisson(rate)
+        q = np.quantile(y, [0.5, (1 - prob) / 2, (1 + prob) / 2], axis=0)
+        return tuple(torch.as_tensor(v, dtype=mean.dtype) for v in q)
 
-        :returns: ``{output: (median, lower, upper)}``, each ``(P,)``, the central ``prob``
-            interval."""
+    def _counted(self):
+        """The series observed as counts (not log-normal), checked to be some."""
         counted = [c for c in self.count_outputs if self.likelihoods[c] in COUNT_LIKELIHOODS]
         if not counted:
-            raise ValueError("Expected a model with count outputs (likelihoods=...); it has "
-                             "none")
-        mean, var = self(Xnew)
-        rng = np.random.default_rng(seed)
-        out = {}
-        for c in counted:
-            m, s = mean[:, c].numpy(), var[:, c].sqrt().numpy()
-            rate = np.exp(m + s * rng.standard_normal((num_draws, m.shape[0])))
-            r = self._dispersion(c)
-            if r is not None:                    # a negative binomial: a gamma-Poisson mixture
-                r = float(r.detach())
-                rate = rng.gamma(r, rate / r)
-            y = rng.poisson(rate)
-            q = np.quantile(y, [0.5, (1 - prob) / 2, (1 + prob) / 2], axis=0)
-            out[self.outputs[c]] = tuple(torch.as_tensor(v, dtype=mean.dtype) for v in q)
-        return out
+            raise ValueError("Expected a model with count data (a likelihood pk.Poisson() or "
+                             "pk.NegativeBinomial()); it has none")
+        return counted
