@@ -50,19 +50,19 @@ __all__ = ["CHECK_POINTS_MAX", "REFINE_DEFAULT", "between_residual", "data_misfi
 CHECK_POINTS_MAX = 1000
 
 
-#: a refinement stops before the equation's points exceed this many (each fit's joint is
-#: dense in them)
+#: a refinement stops before the equations' rows (points times equations) exceed this many
+#: (each fit's joint is dense in them)
 REFINE_POINTS_MAX = 1600
 
 
 def _equation_rows(model):
-    return model.Z.shape[0] - model.condition_rows
+    return model.Z.shape[0] - getattr(model, "condition_rows", 0)
 
 
 def check_points(model, count, seed):
     """``count`` points in the model's domain (its shape, if it has one), user units."""
     return collocation_set(int(count), model.domain, model.input_names, "sobol", seed,
-                           model.X.dtype, model.shape).to(model.X)
+                           model.Z.dtype, getattr(model, "shape", None)).to(model.Z)
 
 
 def between_residual(model, joint=None):
@@ -107,43 +107,19 @@ def data_misfit(model):
 
 def _unresolved(model, r):
     """Whether the equation fails between the points, or exact data are missed."""
-    return r > BETWEEN_TOL or data_misfit(model) > DATA_MISFIT_TOL
+    return r > BETWEEN_TOL or model._data_misfit() > DATA_MISFIT_TOL
 
 
-def _add_points(model, new):
-    """Append collocation points ``new`` (user units) to the equation's, with the current
-    posterior mean's jet there as their linearisation point."""
-    E = _equation_rows(model)
+def _between(model):
+    """:math:`r_{\text{between}}` of the model at its current solution (its own
+    ``_between_residual``: one equation's, or a system's largest)."""
     with torch.no_grad():
-        joint = model.solve()[0]
-        new_s = model.standardizer.x_to_model(new)
-        jet = model._mean_jet(joint, new_s)
-        model.Z = torch.cat([model.Z[:E], new, model.Z[E:]])
-        model.Z_s = torch.cat([model.Z_s[:E], new_s, model.Z_s[E:]])
-        model.f0 = torch.cat([model.f0[:, :E], jet, model.f0[:, E:]], 1)
-        model.row_noise = torch.cat([model.row_noise[:E],
-                                     model.row_noise.new_full((new.shape[0],), -1.0),
-                                     model.row_noise[E:]])
-    model._cache = None
-
-
-def _restart_lengthscales(model):
-    """An SE kernel's lengthscales back at their start (1 in standardised units), the
-    linearisation point at the data's: a fit that ended at lengthscales under the spacing
-    (the equation held at the points only) stays there when refitted from them."""
-    kern = getattr(model, "kernel", None)
-    if kern is None or getattr(kern, "kern", None) is not None or not hasattr(
-            kern, "lengthscale_unconstrained"):
-        return
-    with torch.no_grad():
-        kern.lengthscale_unconstrained.fill_(0.0)
-        model.f0_set.fill_(False)
-    model._cache = None
+        return model._between_residual(model.solve()[0])
 
 
 def _snapshot(model):
     """The model's state, its collocation rows included (their count changes)."""
-    rows = {n: getattr(model, n) for n in ("Z", "Z_s", "f0", "row_noise")}
+    rows = {n: getattr(model, n) for n in model.collocation_buffers}
     return rows, copy.deepcopy(model.state_dict())
 
 
@@ -158,22 +134,26 @@ def _restore(model, snapshot):
 def resolve(model, refit):
     """Check the equation between the collocation points and, while it fails, add as many
     points again and ``refit()`` (module docstring). Sets ``model.resolution``:
-    ``{"between": [r, ...], "points": [M, ...]}`` per round."""
+    ``{"between": [r, ...], "points": [M, ...]}`` per round. The model provides
+    ``_between_residual(joint)``, ``_data_misfit()``, ``_insert_collocation(points)``,
+    ``_restart_lengthscales()`` and ``collocation_buffers`` (the names of its tensors with
+    a row per collocation point)."""
     from ...errors import NonFiniteError, NotPositiveDefiniteError
     rounds = int(getattr(model, "collocation_refine", REFINE_DEFAULT))
-    r = between_residual(model)
+    r = _between(model)
     model.resolution = {"between": [r], "points": [_equation_rows(model)], "kept": 0}
     best = (r, None)
+    equations = getattr(model, "num_equations", 1)
     for k in range(rounds):
         E = _equation_rows(model)
-        if not _unresolved(model, r) or 2 * E > REFINE_POINTS_MAX:
+        if not _unresolved(model, r) or 2 * E * equations > REFINE_POINTS_MAX:
             break
         snapshot = _snapshot(model) if best[1] is None else best[1]
         try:
-            _add_points(model, check_points(model, E, seed=104729 + 31 * k + E))
-            _restart_lengthscales(model)
+            model._insert_collocation(check_points(model, E, seed=104729 + 31 * k + E))
+            model._restart_lengthscales()
             refit()
-            r = between_residual(model)
+            r = _between(model)
         except (NonFiniteError, NotPositiveDefiniteError):
             r = math.nan
         model.resolution["between"].append(r)

@@ -260,3 +260,31 @@ class SystemJoint:
                                  "sobol", 7919 + E, self.Z.dtype).to(self.Z)
         parts = self._residual_parts(self._mean_jet_at(joint, points), points)
         return max(relative(r, size) for _, r, size in parts.values())
+
+    # -- more rows: the collocation refined (conditioning.resolution) ----------------------
+    #: the tensors with a row (or column) per collocation point
+    collocation_buffers = ("Z", "Z_s", "f0")
+
+    def _insert_collocation(self, new):
+        """Collocation points ``new`` (user units) added before the conditions' points, with
+        the current posterior means' jets there as their linearisation point."""
+        E = self.Z.shape[0] - getattr(self, "condition_rows", 0)
+        with torch.no_grad():
+            jet = self._mean_jet_at(self.solve()[0], new)
+            self.Z = torch.cat([self.Z[:E], new, self.Z[E:]])
+            self.Z_s = (self.Z - self.x_loc) / self.x_scale
+            self.f0 = torch.cat([self.f0[..., :E], jet, self.f0[..., E:]], -1)
+        self._cache = None
+
+    def _restart_lengthscales(self):
+        """Each output's lengthscales back where they started (its data-only fit's), the
+        linearisation point at the data's (as one equation's,
+        :mod:`~pyro_pidkl.models.conditioning.resolution`)."""
+        starts = getattr(self, "lengthscale_starts", None)
+        if starts is None:
+            return
+        with torch.no_grad():
+            for kern, start in zip(self.kernels, starts):
+                kern.lengthscale_unconstrained.copy_(start.log())
+            self.f0_set.fill_(False)
+        self._cache = None

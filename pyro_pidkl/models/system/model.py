@@ -45,9 +45,10 @@ from ..conditioning.counts import CountObservations, output_likelihoods
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import referee, system_problem
+from ..conditioning.resolution import resolve
 from ..conditioning.stages import keep_best_stage
 from ..conditioning.starts import default_starts
-from ..parts import own_settings, take_parts
+from ..parts import REFINE_DEFAULT, own_settings, take_parts
 from .conditions import SystemConditions
 from .joint import SystemJoint
 from .matching import TrajectoryMatching
@@ -76,8 +77,9 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
     :param domain: a :class:`~pyro_pidkl.physics.Box` where the system holds (default: the
         data's box; give the whole interval to predict beyond the data).
     :param collocation: a :class:`~pyro_pidkl.models.parts.collocation.Collocation`
-        (points, design, seed), a count (default ``200 d``) or an ``(M, d)`` tensor; every
-        equation holds at each point.
+        (points, design, seed, how many times a fit may double them while an equation fails
+        between them), a count (default ``200 d``) or an ``(M, d)`` tensor; every equation
+        holds at each point.
     :param likelihoods: how each output's data arise: one part of
         :mod:`~pyro_pidkl.models.parts.likelihoods` for every output, or ``{output: part}``
         (names accepted: ``"poisson"``, ``"negative_binomial"``), the others
@@ -131,11 +133,10 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         if default.likelihood.kind != "gaussian":
             raise ValueError(f"Expected a Gaussian default likelihood; got {default.likelihood!r}"
                              f" (counts: likelihoods={{output: ...}})")
-        for what in ("refine", "fit_subset"):
-            if getattr(default.collocation, what) != "auto":
-                raise ValueError(f"Expected Collocation({what}='auto') for ConditionedSystemGP "
-                                 f"(it neither refines its points nor fits on a subset); got "
-                                 f"{getattr(default.collocation, what)!r}")
+        if default.collocation.fit_subset != "auto":
+            raise ValueError(f"Expected Collocation(fit_subset='auto') for ConditionedSystemGP "
+                             f"(it does not fit on a subset of its points); got "
+                             f"{default.collocation.fit_subset!r}")
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -164,6 +165,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
         self.parts = default
+        self.collocation_refine = default.collocation.refinements(REFINE_DEFAULT)
         self._set_residual_noise(default.residual, dtype)
         objective = options["objective"]
         if objective not in ("conditional", "joint"):
@@ -245,8 +247,12 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
 
     def after_fit(self, refit):
         """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
-        stage (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`)."""
+        stage (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`), the
+        collocation is refined while an equation fails between its points
+        (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE is
+        refereed on its exact likelihood."""
         keep_best_stage(self, refit)
+        resolve(self, refit)
         referee(self, refit)
 
     def _exact_problem(self):

@@ -96,6 +96,8 @@ class SystemPrior:
                 kern.lengthscale = PyroParam(
                     (f.lengthscale if f is not None else typical).clamp(0.05, 20.0).clone(),
                     constraints.positive)
+        #: where each lengthscale started (a refinement of the collocation refits from here)
+        self.lengthscale_starts = [k.lengthscale.detach().clone() for k in self.kernels]
         # an observed output's prior is centred on its data (0 after standardising); an
         # unobserved one's centre is learned
         self.mean_learned = [c for c in range(C) if not self.counts[c]]
