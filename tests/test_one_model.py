@@ -201,3 +201,20 @@ def test_a_systems_collocation_is_refined_where_its_equations_fail_between_the_p
     assert kept < 0.25                                     # resolved between the points
     assert model.Z.shape[0] == rounds[1]["points"][rounds[1]["kept"]]
     assert errors[1] < 0.5 * errors[0]                     # 0.21 -> 0.08
+
+
+@pytest.mark.slow
+def test_a_large_system_learns_on_a_subset_of_its_collocation_points():
+    """The spring at 400 collocation points, its parameters learned on a maximin subset of
+    100 (as one equation's fit learns on 600 of more): the coefficients are the full fit's to
+    a few percent, and the model ends with all 400 points, linearised at all of them."""
+    full = _spring(collocation=400)
+    part = _spring(collocation=pk.Collocation(400, fit_subset=100))
+    pk.fit(full, progress=False)
+    pk.fit(part, progress=False)
+    assert part.Z.shape[0] == 400 and part.f0.shape[-1] == 400
+    a, b = part.equation_parameters(), full.equation_parameters()
+    for n in ("k", "c"):
+        assert a[n] == pytest.approx(b[n], rel=0.05)
+    assert part.coefficient_intervals(0.9)["k"]["lower"] < 4.0 < \
+        part.coefficient_intervals(0.9)["k"]["upper"]

@@ -116,10 +116,11 @@ def test_parts_refuse_bad_values_and_double_settings_in_one_line():
     with pytest.raises(ValueError, match="one noise floor"):
         pk.ConditionedSystemGP(system, {"u": (t, y)}, noise_floor=1e-6,
                                likelihoods={"u": pk.GaussianNoise(floor=1e-4)})
-    with pytest.raises(ValueError, match="fit_subset='auto'"):
-        pk.ConditionedSystemGP(system, {"u": (t, y)}, collocation=pk.Collocation(fit_subset=20))
-    refined = pk.ConditionedSystemGP(system, {"u": (t, y)}, collocation=pk.Collocation(refine=2))
-    assert refined.collocation_refine == 2
+    refined = pk.ConditionedSystemGP(system, {"u": (t, y)},
+                                     collocation=pk.Collocation(refine=2, fit_subset=20))
+    assert (refined.collocation_refine, refined.fit_collocation) == (2, 20)
+    with pytest.raises(ValueError, match="fit_subset to be"):
+        pk.ConditionedSystemGP(system, {"u": (t, y)}, collocation=pk.Collocation(fit_subset=-3))
     with pytest.raises(TypeError, match="unexpected keyword"):
         pk.ConditionedSystemGP(system, {"u": (t, y)}, colocation=20)
 

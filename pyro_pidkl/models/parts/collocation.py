@@ -34,10 +34,10 @@ class Collocation:
     :param str design: ``"sobol"`` (default), ``"grid"`` or ``"random"``.
     :param int seed: the design's seed.
     :param refine: how many times a fit may double the points while the equation fails
-        between them (``"auto"``: the model's default, 3 for one equation).
+        between them (``"auto"``: the models' default, 3).
     :param fit_subset: with more points than this a fit learns the parameters on a maximin
-        subset of this many, then solves with all (``"auto"``: the model's default, 600 for
-        one equation; ``None``: always all).
+        subset of this many, then solves with all (``"auto"``: the models' default, 600;
+        ``None``: always all).
     """
 
     points: Any = None

@@ -83,6 +83,7 @@ from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import equation_problem, referee
 from ..conditioning.resolution import between_residual, data_misfit, resolve
+from ..conditioning.rows import FIT_COLLOCATION, CollocationRows
 from ..parts import REFINE_DEFAULT, own_settings, take_parts
 
 __all__ = ["PhysicsConditionedGP"]
@@ -92,15 +93,12 @@ __all__ = ["PhysicsConditionedGP"]
 #: is then fitted to all of them
 SCREEN_DATA_POINTS = 400
 
-#: a fit with more collocation points than this learns on a maximin subset of this many
-FIT_COLLOCATION = 600
-
 #: the model's own settings besides its parts, with their defaults
 OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
                 "parameter_uncertainty": True, "feature_net": None}
 
 
-class PhysicsConditionedGP(EquationJoint, Subsets, InducingData, SinglePrior,
+class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData, SinglePrior,
                            ConditionedPrediction, CountObservations, ConditionedModel, ExactGP):
     r"""A GP of :math:`f` conditioned on the data and on :math:`\psi[f](Z) = g(Z)`.
 

@@ -261,20 +261,15 @@ class SystemJoint:
         parts = self._residual_parts(self._mean_jet_at(joint, points), points)
         return max(relative(r, size) for _, r, size in parts.values())
 
-    # -- more rows: the collocation refined (conditioning.resolution) ----------------------
-    #: the tensors with a row (or column) per collocation point
-    collocation_buffers = ("Z", "Z_s", "f0")
+    # -- the collocation rows (conditioning.rows) -----------------------------------------
+    #: the tensors with a row per collocation point, and its axis
+    collocation_buffers = {"Z": 0, "Z_s": 0, "f0": -1}
 
-    def _insert_collocation(self, new):
-        """Collocation points ``new`` (user units) added before the conditions' points, with
-        the current posterior means' jets there as their linearisation point."""
-        E = self.Z.shape[0] - getattr(self, "condition_rows", 0)
-        with torch.no_grad():
-            jet = self._mean_jet_at(self.solve()[0], new)
-            self.Z = torch.cat([self.Z[:E], new, self.Z[E:]])
-            self.Z_s = (self.Z - self.x_loc) / self.x_scale
-            self.f0 = torch.cat([self.f0[..., :E], jet, self.f0[..., E:]], -1)
-        self._cache = None
+    def _jet_at(self, joint, points):
+        return self._mean_jet_at(joint, points)
+
+    def _standardise(self, points):
+        return (points - self.x_loc) / self.x_scale
 
     def _restart_lengthscales(self):
         """Each output's lengthscales back where they started (its data-only fit's), the

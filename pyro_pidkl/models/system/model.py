@@ -32,7 +32,7 @@ import math
 import torch
 from pyro.nn import PyroModule
 
-from ...checks import warn
+from ...checks import positive_int, warn
 from ...gp.data_fit import fit_data_only
 from ...physics.collocation import collocation_set
 from ...physics.domain import Box
@@ -46,6 +46,7 @@ from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import referee, system_problem
 from ..conditioning.resolution import resolve
+from ..conditioning.rows import FIT_COLLOCATION, CollocationRows
 from ..conditioning.stages import keep_best_stage
 from ..conditioning.starts import default_starts
 from ..parts import REFINE_DEFAULT, own_settings, take_parts
@@ -64,7 +65,7 @@ OWN_SETTINGS = {"objective": "conditional", "newton_tol": 1e-6, "newton_max_iter
 
 
 class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemConditions,
-                          SystemSources, TrajectoryMatching, CountObservations,
+                          SystemSources, TrajectoryMatching, CollocationRows, CountObservations,
                           ConditionedModel, PyroModule):
     r"""GPs of a system's outputs conditioned on their data and on the system (module
     docstring).
@@ -78,8 +79,8 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         data's box; give the whole interval to predict beyond the data).
     :param collocation: a :class:`~pyro_pidkl.models.parts.collocation.Collocation`
         (points, design, seed, how many times a fit may double them while an equation fails
-        between them), a count (default ``200 d``) or an ``(M, d)`` tensor; every equation
-        holds at each point.
+        between them, the subset a large fit learns on: default 600 of them), a count
+        (default ``200 d``) or an ``(M, d)`` tensor; every equation holds at each point.
     :param likelihoods: how each output's data arise: one part of
         :mod:`~pyro_pidkl.models.parts.likelihoods` for every output, or ``{output: part}``
         (names accepted: ``"poisson"``, ``"negative_binomial"``), the others
@@ -133,10 +134,6 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         if default.likelihood.kind != "gaussian":
             raise ValueError(f"Expected a Gaussian default likelihood; got {default.likelihood!r}"
                              f" (counts: likelihoods={{output: ...}})")
-        if default.collocation.fit_subset != "auto":
-            raise ValueError(f"Expected Collocation(fit_subset='auto') for ConditionedSystemGP "
-                             f"(it does not fit on a subset of its points); got "
-                             f"{default.collocation.fit_subset!r}")
         super().__init__()
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
@@ -166,6 +163,9 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         self.register_buffer("Z_s", (Z - self.x_loc) / self.x_scale)
         self.parts = default
         self.collocation_refine = default.collocation.refinements(REFINE_DEFAULT)
+        subset = default.collocation.subset(FIT_COLLOCATION)
+        self.fit_collocation = None if subset is None else positive_int(subset,
+                                                                        "fit_collocation")
         self._set_residual_noise(default.residual, dtype)
         objective = options["objective"]
         if objective not in ("conditional", "joint"):
