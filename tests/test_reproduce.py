@@ -109,8 +109,10 @@ def test_cross_validation_picks_the_best_configuration_by_the_chosen_score(cv_sc
 def test_the_documented_simulation_records_come_from_this_code(tmp_path):
     """The README's main job (`pidkl reproduce ode`) and docs/paper.md's table are its
     records in docs/results/simulations.json: rerunning one of them (PI-DKL, seed 0, the
-    protocol's steps, one torch thread) gives the recorded numbers. A change that moves
-    them fails here until the records and the table are made again."""
+    protocol's steps, one torch thread) gives the recorded numbers, to 0.5%: the same code on
+    another processor rounds differently along 1,000 optimiser steps (an AMD EPYC's RMSE
+    0.09519 against the record's 0.09533, 0.15% apart). A change that moves them further
+    fails here until the records and the table are made again."""
     from pathlib import Path
     recorded = {(r["experiment"], r["method"], r["seed"]): r for r in json.loads(
         (Path(__file__).resolve().parents[1] / "docs" / "results" / "simulations.json")
@@ -120,4 +122,4 @@ def test_the_documented_simulation_records_come_from_this_code(tmp_path):
     again = reproduce("ode", ["pidkl"], [0], out=tmp_path, jobs=1, progress=False,
                       figures=False)[0]
     for key in ("rmse", "coverage95", "crps"):
-        assert again[key] == pytest.approx(rec[key], rel=1e-3), (key, again[key], rec[key])
+        assert again[key] == pytest.approx(rec[key], rel=5e-3), (key, again[key], rec[key])
