@@ -10,7 +10,8 @@ both derive from :class:`ConditionedModel`; each supplies its joint
 
 import pyro
 import torch
-from pyro.nn import pyro_method
+from pyro.nn import PyroParam, pyro_method
+from torch.distributions import constraints, transform_to
 
 from ...infer.multistart import extra_shift
 from .linearised import LinearisedConditioning
@@ -43,6 +44,29 @@ class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
     @pyro_method
     def guide(self):
         """No latent sites: kernels, noises, sources and coefficients are point estimates."""
+
+    # -- the residual noise ----------------------------------------------------------------
+    def _set_residual_noise(self, part):
+        r""":math:`\tau` from a :class:`~pyro_pidkl.models.parts.residual.ResidualNoise`:
+        held (a buffer), or learned above its floor (a system holds it through its fit's
+        loose stages, ``_tau_held``)."""
+        value = torch.tensor(float(part.value), dtype=self.Z.dtype)
+        if part.learn:
+            self.residual_noise = PyroParam(value, constraints.greater_than(float(part.floor)))
+        else:
+            self.register_buffer("residual_noise", value)
+        self._tau_held = False
+
+    def _set_tau(self, value):
+        r"""Set :math:`\tau` (held or learned) to ``value``."""
+        with torch.no_grad():
+            if "residual_noise" in self._pyro_params:
+                constraint = self._pyro_params["residual_noise"][0]
+                self.residual_noise_unconstrained.copy_(transform_to(constraint).inv(
+                    torch.as_tensor(value, dtype=self.Z.dtype)))
+            else:
+                self.residual_noise.fill_(value)
+        self._cache = None
 
     # -- the learned coefficients ----------------------------------------------------------
     def _learned(self):

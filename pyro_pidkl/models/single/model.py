@@ -221,7 +221,7 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
         Z = self._with_conditions(Z, conditions)
         self.register_buffer("Z", Z)
         self.register_buffer("Z_s", self.standardizer.x_to_model(Z))
-        self._residual_noise(parts.residual)
+        self._set_residual_noise(parts.residual)
         self._set_source(parts.source)
         learned = self._learned()
         if learned and self.X.shape[0] > 1 and distinct_inputs(self.X) == 1:

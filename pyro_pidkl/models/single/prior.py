@@ -139,14 +139,6 @@ class SinglePrior:
     def _series_mean(self, joint, c):
         return joint.mean(self._cross(joint, self.X_s)) + joint.c
 
-    def _residual_noise(self, part):
-        value, floor = part.value, part.floor
-        if part.learn:
-            self.residual_noise = PyroParam(torch.tensor(float(value), dtype=self.X.dtype),
-                                            constraints.greater_than(float(floor)))
-        else:
-            self.register_buffer("residual_noise", torch.tensor(float(value), dtype=self.X.dtype))
-
     def _noise_is_learned(self):
         return "noise" in self._pyro_params
 

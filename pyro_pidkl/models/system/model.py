@@ -166,7 +166,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         subset = default.collocation.subset(FIT_COLLOCATION)
         self.fit_collocation = None if subset is None else positive_int(subset,
                                                                         "fit_collocation")
-        self._set_residual_noise(default.residual, dtype)
+        self._set_residual_noise(default.residual)
         objective = options["objective"]
         if objective not in ("conditional", "joint"):
             raise ValueError(f"Expected objective to be 'conditional' or 'joint'; got "

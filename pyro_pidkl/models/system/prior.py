@@ -11,7 +11,7 @@ import math
 
 import torch
 from pyro.nn import PyroModule, PyroParam
-from torch.distributions import constraints, transform_to
+from torch.distributions import constraints
 
 from ...gp.data_fit import fit_data_only
 from ...kernels.se import se_ard
@@ -181,24 +181,3 @@ class SystemPrior:
     def _noise_is_learned(self):
         return bool(self.noise_learned)
 
-    def _set_residual_noise(self, part, dtype):
-        r""":math:`\tau` from a :class:`~pyro_pidkl.models.parts.residual.ResidualNoise`:
-        held (a buffer), or learned above its floor (held through the fit's loose stages,
-        :meth:`continuation`, learned in the last)."""
-        value = torch.tensor(float(part.value), dtype=dtype)
-        if part.learn:
-            self.residual_noise = PyroParam(value, constraints.greater_than(float(part.floor)))
-        else:
-            self.register_buffer("residual_noise", value)
-        self._tau_held = False
-
-    def _set_tau(self, value):
-        r"""Set :math:`\tau` (held or learned) to ``value``."""
-        with torch.no_grad():
-            if "residual_noise" in self._pyro_params:
-                constraint = self._pyro_params["residual_noise"][0]
-                self.residual_noise_unconstrained.copy_(transform_to(constraint).inv(
-                    torch.as_tensor(value, dtype=self.Z.dtype)))
-            else:
-                self.residual_noise.fill_(value)
-        self._cache = None
