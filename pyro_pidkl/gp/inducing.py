@@ -38,8 +38,6 @@ P^\top P_*)` (the factors of the equilibrated :math:`A_{vv}` and :math:`C_{uu}`)
 is differentiable by autograd, twice (a Laplace Hessian).
 """
 
-import math
-
 import torch
 
 from ..errors import NonFiniteError, NotPositiveDefiniteError
