@@ -19,6 +19,7 @@ import torch
 from .physics import library
 from .physics.collocation import collocation_points
 from .physics.domain import Box
+from .models.parts.likelihoods import LIKELIHOODS
 from .physics.equation import Equation
 
 __all__ = ["load_equation", "parse_domain", "read_table", "fit_files"]
@@ -121,13 +122,16 @@ def load_equation(spec, params=()):
 
 def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp", domain=None,
               source="zero", collocation=None, predict=None, grid=None, out=None, seed=0,
-              threads="auto", progress=True, echo=print):
+              threads="auto", progress=True, echo=print, likelihood="gaussian"):
     """Fit ``model`` (``"pcgp"``, the physics-conditioned GP, or ``"pidkl"``) of
     ``equation`` to the CSV file ``data``; write predictions when ``predict`` (a CSV file of
     inputs) or ``grid`` (points per input over the domain) is given.
 
     :param inputs: the input columns (default: the equation's inputs).
     :param target: the observed column (default: the one column that is not an input).
+    :param likelihood: how the target arises from :math:`f` (``"pcgp"`` only):
+        ``"gaussian"`` (default), ``"poisson"`` or ``"negative_binomial"`` (counts, :math:`f`
+        the log of their mean: the predictions are of it) or ``"lognormal"``.
     :returns: a summary dict (``model``, ``n``, ``seconds``, ``threads``, ``coefficients``,
         and ``predictions``, the file written).
     """
@@ -140,6 +144,9 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
         raise ValueError(f"Expected model 'pcgp' or 'pidkl'; got {model!r}")
     if source not in ("zero", "gp"):
         raise ValueError(f"Expected source 'zero' or 'gp'; got {source!r}")
+    if likelihood not in LIKELIHOODS or (model != "pcgp" and likelihood != "gaussian"):
+        raise ValueError(f"Expected likelihood among {tuple(LIKELIHOODS)} (all but 'gaussian' "
+                         f"with model 'pcgp' only); got {likelihood!r} with model {model!r}")
     if predict is not None or grid is not None:         # before the fit, not after it
         folder = os.path.dirname(os.path.abspath(out or "predictions.csv"))
         if not os.path.isdir(folder):
@@ -174,7 +181,7 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
     if model == "pcgp":
         kwargs = {} if collocation is None else {"collocation": int(collocation)}
         m = PhysicsConditionedGP(X, y, eq, input_names=inputs, domain=box, source=source,
-                                 **kwargs)
+                                 likelihood=likelihood, **kwargs)
         result = fit(m, progress=progress, threads=threads)
     else:
         m = PIDKL(X, y, eq, input_names=inputs, domain=box, seed=seed,

@@ -115,6 +115,7 @@ def _files_command(args, parser):
                         params=args.param, model=args.model,
                         domain=parse_domain(args.domain) if args.domain else None,
                         source=args.source, collocation=args.collocation,
+                        likelihood=args.likelihood,
                         predict=args.predict, grid=args.grid, out=args.out, seed=args.seed,
                         progress=not args.quiet,
                         echo=(lambda m: print(m, file=sys.stderr)) if args.json else print)
@@ -137,6 +138,8 @@ def _fit_command(args, parser):
             parser.error(f"--{flag} is for your own data (--data)")
     if args.param:
         parser.error("--param is for your own data (--data)")
+    if args.likelihood != "gaussian":
+        parser.error("--likelihood is for your own data (--data)")
     args.methods = args.methods or "pcgp,pidkl,dkl"
     args.gamma = 1.0 if args.gamma is None else args.gamma
     args.particles = args.particles or 1
@@ -301,6 +304,10 @@ def build_parser():
     own.add_argument("--source", choices=("zero", "gp"), default="zero",
                      help="the right-hand side g: zero (the equation as written) or an "
                           "unknown GP")
+    own.add_argument("--likelihood", default="gaussian",
+                     choices=("gaussian", "poisson", "negative_binomial", "lognormal"),
+                     help="how the target arises (pcgp): Gaussian noise, counts (the "
+                          "equation then for the log of their mean) or log-normal noise")
     own.add_argument("--collocation", type=_count(1), default=None,
                      help="collocation points (default: the model's, 200 per input for pcgp)")
     own.add_argument("--predict", metavar="FILE.csv",
