@@ -55,10 +55,6 @@ CHECK_POINTS_MAX = 1000
 REFINE_POINTS_MAX = 1600
 
 
-def _equation_rows(model):
-    return model.Z.shape[0] - getattr(model, "condition_rows", 0)
-
-
 def check_points(model, count, seed):
     """``count`` points in the model's domain (its shape, if it has one), user units."""
     return collocation_set(int(count), model.domain, model.input_names, "sobol", seed,
@@ -68,7 +64,7 @@ def check_points(model, count, seed):
 def between_residual(model, joint=None):
     r""":math:`r_{\text{between}}` (module docstring) of a conditioned model at its current
     solution, or ``nan`` where it is not checked."""
-    E = _equation_rows(model)
+    E = model._equation_rows()
     if model.source_kind == "gp" or E == 0:
         return math.nan
     with torch.no_grad():
@@ -90,13 +86,12 @@ def data_misfit(model):
     data (not exact). A straight line that
     solves :math:`-0.01 u'' + u' = 1` everywhere and misses both boundary values by 0.5
     (the layer at one end unresolved) reads about 1,000."""
-    if model._noise_is_learned() or model.X.shape[0] == 0 or getattr(model, "count_outputs",
-                                                                      None):
+    if model._noise_is_learned() or model.X.shape[0] == 0 or model.count_outputs:
         return math.nan
     with torch.no_grad():
         mean = model.posterior_mean(model.X)
         r = (mean - model.y).pow(2).mean().sqrt()
-        Z = model.Z[:_equation_rows(model)]
+        Z = model.Z[:model._equation_rows()]
         value = model.posterior_mean(Z[:: max(1, Z.shape[0] // 200)])   # the mean at the points
         size = max(float(model.y.pow(2).mean().sqrt()), float(value.pow(2).mean().sqrt()))
         # the held noise is relative to the kernel's variance, which a degenerate fit blows
@@ -141,11 +136,11 @@ def resolve(model, refit):
     from ...errors import NonFiniteError, NotPositiveDefiniteError
     rounds = int(getattr(model, "collocation_refine", REFINE_DEFAULT))
     r = _between(model)
-    model.resolution = {"between": [r], "points": [_equation_rows(model)], "kept": 0}
+    model.resolution = {"between": [r], "points": [model._equation_rows()], "kept": 0}
     best = (r, None)
     equations = getattr(model, "num_equations", 1)
     for k in range(rounds):
-        E = _equation_rows(model)
+        E = model._equation_rows()
         if not _unresolved(model, r) or 2 * E * equations > REFINE_POINTS_MAX:
             break
         snapshot = _snapshot(model) if best[1] is None else best[1]
@@ -157,7 +152,7 @@ def resolve(model, refit):
         except (NonFiniteError, NotPositiveDefiniteError):
             r = math.nan
         model.resolution["between"].append(r)
-        model.resolution["points"].append(_equation_rows(model))
+        model.resolution["points"].append(model._equation_rows())
         if r < best[0] or (r <= BETWEEN_TOL and not best[0] <= BETWEEN_TOL) or (
                 best[1] is not None and not _unresolved(model, r)):
             best = (r, None)

@@ -29,10 +29,6 @@ __all__ = ["CollocationRows", "FIT_COLLOCATION"]
 FIT_COLLOCATION = 600
 
 
-def _cat(axis, pieces):
-    return torch.cat(pieces, axis)
-
-
 class CollocationRows:
     """Subsets and refinements of the collocation points (module docstring)."""
 
@@ -55,8 +51,8 @@ class CollocationRows:
         full = {n: getattr(self, n) for n in self.collocation_buffers}
         for n, axis in self.collocation_buffers.items():
             x = full[n]
-            setattr(self, n, _cat(axis, [x.index_select(axis % x.dim(), keep),
-                                         x.narrow(axis % x.dim(), E, x.shape[axis] - E)]))
+            setattr(self, n, torch.cat([x.index_select(axis % x.dim(), keep),
+                                        x.narrow(axis % x.dim(), E, x.shape[axis] - E)], axis))
         self._cache = None
         try:
             yield self
@@ -86,8 +82,8 @@ class CollocationRows:
             for n, axis in self.collocation_buffers.items():
                 x = getattr(self, n)
                 d = axis % x.dim()
-                setattr(self, n, _cat(axis, [x.narrow(d, 0, E), values[n],
-                                             x.narrow(d, E, x.shape[d] - E)]))
+                setattr(self, n, torch.cat([x.narrow(d, 0, E), values[n],
+                                            x.narrow(d, E, x.shape[d] - E)], axis))
         self._cache = None
 
     def _new_rows(self, count):
