@@ -41,6 +41,10 @@ class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
         pyro.factor("data", self._objective(joint))
         return joint
 
+    #: the model's own story: a subclass that rewrites model() is an edit
+    #: (:mod:`~pyro_pidkl.models.conditioning.edits`)
+    model.own_story = True
+
     @pyro_method
     def guide(self):
         """No latent sites: kernels, noises, sources and coefficients are point estimates."""

@@ -56,8 +56,9 @@ import torch
 
 from ...checks import warn
 from ...errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from ...infer.exact_fit import fit_exact, trajectory_nll
+from ...infer.exact_fit import fit_exact, move_to_posterior, trajectory_nll
 from ...infer.laplace import coefficient_intervals, parameters_at
+from .edits import edit_sites, edits_at, edits_hessian, edits_log_density
 from .stages import stage_tolerance
 
 __all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
@@ -151,7 +152,9 @@ def _unvalidated():
 
 def _log_prior(model, values):
     """The coefficients' log prior at ``values`` ``{name: float}`` (``-inf`` outside its
-    support)."""
+    support), and what a user's ``model()`` adds there
+    (:func:`~pyro_pidkl.models.conditioning.edits.edits_log_density`): the model's own
+    density of its coefficients beside the data's likelihood."""
     tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
     unconstrained = []
     for (n, owner, p), t in zip(model._coefficients(), tensors):
@@ -160,7 +163,16 @@ def _log_prior(model, values):
             t.shape))
     with torch.no_grad(), parameters_at(tensors, unconstrained), _unvalidated():
         value = float(model.coefficient_log_prior())
+        if math.isfinite(value):
+            value += edits_at(model, tensors, unconstrained)
     return value if math.isfinite(value) or value == -math.inf else -math.inf
+
+
+def _posterior_differs(model):
+    """Whether the model's density of its coefficients is other than the weak default priors
+    the exact fit's least squares carries: a declared prior, or a user's added factor."""
+    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
+    return any(spec.prior is not None for spec in specs) or bool(edit_sites(model))
 
 
 def _normal_prior(model):
@@ -169,7 +181,7 @@ def _normal_prior(model):
     (then the exact fit is the likelihood's, its Laplace precision with the prior's)."""
     from .parameter_uncertainty import COEFFICIENT_PRIOR_SD
     specs = [owner.specs[p] for _, owner, p in model._coefficients()]
-    if any(spec.prior is not None for spec in specs):
+    if _posterior_differs(model):
         return None
     loc = [float(torch.distributions.transform_to(spec.constraint).inv(spec.init))
            for spec in specs]
@@ -195,6 +207,10 @@ def _prior_hessian(model, theta):
     with torch.enable_grad(), _unvalidated():
         H = torch.autograd.functional.hessian(negative_log_prior, u)
     H = H.detach().numpy()
+    if edit_sites(model):                 # and the curvature of what model() adds
+        tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
+        values = [torch.full_like(t, float(v)) for t, v in zip(tensors, theta)]
+        H = H + edits_hessian(model, tensors, values).numpy()
     return np.where(np.isfinite(H), H, 0.0)
 
 
@@ -205,12 +221,51 @@ def _problem(model):
 
 
 def _fit_problem(model, problem):
-    return fit_exact(problem["ode"], problem["observations"], problem["coefficients"],
-                     problem["starts"], problem["t0"], problem["t1"], problem["scale"],
-                     design=problem.get("design", 0), design_half=problem.get("design_half"),
-                     design_states=problem.get("design_states"), prior=_normal_prior(model),
-                     known=problem.get("known"),
-                     prior_precision=lambda theta: _prior_hessian(model, theta))
+    """The exact fit of ``problem`` by least squares (with the weak default priors), then,
+    where the model's density of its coefficients is another (a declared prior, a user's
+    factor: :func:`_posterior_differs`), moved to the optimum of the exact trajectory's
+    negative log posterior under the model's own priors and edits
+    (:func:`~pyro_pidkl.infer.exact_fit.move_to_posterior`): the referee scores, and
+    reports, the model the user wrote."""
+    found = fit_exact(problem["ode"], problem["observations"], problem["coefficients"],
+                      problem["starts"], problem["t0"], problem["t1"], problem["scale"],
+                      design=problem.get("design", 0), design_half=problem.get("design_half"),
+                      design_states=problem.get("design_states"), prior=_normal_prior(model),
+                      known=problem.get("known"),
+                      prior_precision=lambda theta: _prior_hessian(model, theta))
+    if found is None or not _posterior_differs(model):
+        return found
+
+    def cost(theta):
+        values = {n: float(t(torch.tensor(v))) for n, t, v in zip(found.names,
+                                                                 found.transforms, theta)}
+        return _cost(model, values, problem)[0]
+    return move_to_posterior(found, problem["ode"], problem["observations"], problem["t0"],
+                             problem["t1"], problem["scale"], cost,
+                             lambda theta: _added_density(model, theta), problem.get("known"))
+
+
+def _added_density(model, theta):
+    r"""``(value, grad, hessian)`` over the unconstrained coefficients ``theta`` of the
+    model's negative log density of them beside the data: its priors (declared, or the
+    weak default) and what a user's ``model()`` adds
+    (:func:`~pyro_pidkl.models.conditioning.edits.edits_log_density`)."""
+    from ...infer.laplace import _hessian_of
+    tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
+    values = [torch.full_like(t, float(v)) for t, v in zip(tensors, theta)]
+
+    def negative():
+        extra = edits_log_density(model)
+        total = -model.coefficient_log_prior()
+        return total if extra is None else total - extra
+    with parameters_at(tensors, values), _unvalidated():
+        with torch.enable_grad():
+            value = negative()
+            grads = torch.autograd.grad(value, tensors, allow_unused=True)
+        H = _hessian_of(negative, tensors)
+    grad = np.array([0.0 if g is None else float(g.sum()) for g in grads])
+    H = H.numpy()
+    return float(value.detach()), grad, np.where(np.isfinite(H), H, 0.0)
 
 
 def exact_fit(model):

@@ -32,6 +32,7 @@ import torch
 
 from ...checks import warn
 from ...infer.laplace import parameters_at
+from .edits import edits_at
 
 __all__ = ["keep_best_stage", "stage_tolerance", "trajectory_cost"]
 
@@ -100,6 +101,7 @@ def trajectory_cost(model, theta=None, x0=None):
         return None
     with torch.no_grad(), parameters_at(tensors, values):
         cost = -float(model.coefficient_log_prior())       # the coefficients' priors too
+    cost -= edits_at(model, tensors, values)               # and what a user's model() adds
     path = np.concatenate([traj[0][c][np.searchsorted(grid, o[0])]
                            for c, o in enumerate(observations)])
     obs_c = np.concatenate([np.full(len(o[0]), c) for c, o in enumerate(observations)])
