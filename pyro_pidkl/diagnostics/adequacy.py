@@ -40,7 +40,7 @@ system's trajectory leaves any data).
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Adequacy", "BETWEEN_TOL", "DATA_MISFIT_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
+__all__ = ["Adequacy", "BETWEEN_TOL", "COEFFICIENT_RESOLVED_TOL", "DATA_MISFIT_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
 
 #: the equation's RMS residual at the collocation points above this fraction of the RMS
 #: size of its terms: the equation gave way to the data
@@ -50,6 +50,11 @@ RESIDUAL_TOL = 0.02
 #: above this: the collocation does not resolve the solution
 #: (:mod:`~pyro_pidkl.models.conditioning.resolution`)
 BETWEEN_TOL = 0.25
+
+#: a learned coefficient whose estimate between the collocation points
+#: (:func:`~pyro_pidkl.models.conditioning.resolution.coefficient_resolution`) lies outside
+#: its interval by more than this fraction of its value is not resolved (rounding below it)
+COEFFICIENT_RESOLVED_TOL = 1e-3
 
 #: the posterior mean's RMS miss of exact data over its tolerance above this: the data and
 #: the equation disagree, or the collocation does not resolve the solution
@@ -82,6 +87,13 @@ class Adequacy:
         :data:`BETWEEN_TOL` the collocation does not resolve the solution.
     :ivar float data_misfit: how far the posterior mean misses exact data, over their
         tolerance (``nan`` for noisy data): above :data:`DATA_MISFIT_TOL`, a misfit.
+    :ivar dict coefficients: ``{coefficient: delta}``, the relative shift each learned
+        coefficient would take for the posterior mean to hold the equation between the
+        collocation points
+        (:func:`~pyro_pidkl.models.conditioning.resolution.coefficient_resolution`).
+    :ivar list unresolved: the coefficients whose shifted estimate lies outside their 90%
+        interval (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`):
+        not resolved by the collocation, not identified.
     """
 
     what: str
@@ -91,6 +103,8 @@ class Adequacy:
     trajectory_misfit: dict = field(default_factory=dict)
     between: float = math.nan
     data_misfit: float = math.nan
+    coefficients: dict = field(default_factory=dict)
+    unresolved: list = field(default_factory=list)
 
     @property
     def reasons(self):
@@ -111,6 +125,14 @@ class Adequacy:
                        f"equation by {self.between:.1%} of the size of its terms (the "
                        f"collocation does not resolve the solution: more points, "
                        f"collocation=)")
+        if self.unresolved:
+            one = len(self.unresolved) == 1
+            shown = ", ".join(f"{n} by {self.coefficients[n]:+.1%}" for n in self.unresolved)
+            out.append(f"between the collocation points the posterior mean asks for other "
+                       f"coefficients ({shown}), outside {'its' if one else 'their'} 90% "
+                       f"interval{'' if one else 's'}: the collocation does not resolve the "
+                       f"solution, and {'it is' if one else 'they are'} not identified (more "
+                       f"points, collocation=, or a kernel that can bend)")
         if self.data_misfit > DATA_MISFIT_TOL:
             out.append(f"the posterior mean misses its exact data by {self.data_misfit:.3g} "
                        f"times their tolerance (RMS; the equation cannot pass through them, "
@@ -136,7 +158,8 @@ class Adequacy:
     def as_dict(self):
         """A JSON-ready dict of the numbers."""
         return {"residual": dict(self.residual), "between": self.between,
-                "data_misfit": self.data_misfit,
+                "data_misfit": self.data_misfit, "coefficients": dict(self.coefficients),
+                "unresolved": list(self.unresolved),
                 "log_evidence_ratio": self.log_evidence_ratio,
                 "noise_learned": self.noise_learned,
                 "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}
@@ -145,6 +168,9 @@ class Adequacy:
         parts = [f"{k} {v:.2e}" for k, v in self.residual.items()]
         if math.isfinite(self.between):
             parts.append(f"between the points {self.between:.2e}")
+        if self.coefficients:
+            parts.append("coefficients' shift between the points " + ", ".join(
+                f"{n} {q:+.2e}" for n, q in self.coefficients.items()))
         text = (f"Adequacy of {self.what}: residual / terms {', '.join(parts)}; log evidence "
                 f"ratio {self.log_evidence_ratio:.1f} nats"
                 + ("" if self.noise_learned else " (not judged: exact data)"))

@@ -294,7 +294,20 @@ def coefficient_intervals(model, prob=0.9, nuisance=True, prior_sd=None):
                   "sd": _tolist(slope.abs() * s, size),
                   "identified": bool(not free[k:k + size].any())}
         k += size
-    free_names = [n for n, v in out.items() if not v["identified"]]
+    # a coefficient the data leave free but a declared prior pins: its prior decides it
+    for name in names:
+        spec = (model.coefficient_spec(name) if hasattr(model, "coefficient_spec")
+                else model.equation.specs[name])
+        if not out[name]["identified"] and spec.prior is not None:
+            out[name]["decided_by"] = "prior"
+    decided = [n for n, v in out.items() if v.get("decided_by") == "prior"]
+    if decided:
+        one = len(decided) == 1
+        warn(f"The declared prior of {', '.join(decided)} decides {'it' if one else 'them'}: "
+             f"at the fit the data and the equation do not narrow {'it' if one else 'them'} "
+             f"(decided_by 'prior'), and {'its interval is' if one else 'their intervals are'} "
+             f"about the prior's")
+    free_names = [n for n, v in out.items() if not v["identified"] and n not in decided]
     wide = [n for n, v in out.items() if v["identified"] and _decades(v) > WIDE_DECADES]
     if wide:
         warn(f"The {prob:.0%} interval of {', '.join(wide)} spans more than {WIDE_DECADES} "

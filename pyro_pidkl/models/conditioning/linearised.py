@@ -264,8 +264,11 @@ class LinearisedConditioning:
         """The negative objective at the converged linearisation, differentiable once
         (closed-form gradients): what NUTS needs. A linear equation needs no Gauss-Newton
         solve: its linearisation does not depend on the point."""
+        from .edits import edits_log_density
         f0 = self.f0 if self.linear else self.solve()[1]
-        return -self._objective(self.joint(*self.linearise(f0)))
+        loss = -self._objective(self.joint(*self.linearise(f0)))
+        extra = edits_log_density(self, latent="ignore")               # what a user's model() adds
+        return loss if extra is None else loss - extra
 
     # -- adequacy: do the data and the equation agree? -----------------------------------
     @own_parameters
@@ -288,8 +291,45 @@ class LinearisedConditioning:
             trajectory = self._trajectory_misfit()
             between = self._between_residual(joint)
             missed = self._data_misfit()
+            resolved = self.coefficient_resolution()
         return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
-                        trajectory, between, missed)
+                        trajectory, between, missed, resolved, self._unresolved(resolved))
+
+    def _unresolved(self, resolved):
+        """The coefficients the collocation does not resolve (their estimate between the
+        points outside their 90% interval); none where the exact ODE refereed the fit."""
+        report = getattr(self, "referee", None)
+        if not resolved or (report is not None and report.verdict != "gp"):
+            return []
+        import warnings
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                intervals = self.coefficient_intervals(0.9)
+        except (NonFiniteError, NotPositiveDefiniteError, RuntimeError, ValueError):
+            return []
+        return [n for n, v in intervals.items() if v.get("resolved") is False]
+
+    @own_parameters
+    def coefficient_resolution(self):
+        r"""``{coefficient: delta}``: the relative shift of each learned coefficient that
+        would let the posterior mean hold the equations between the collocation points
+        (:func:`~pyro_pidkl.models.conditioning.resolution.coefficient_resolution`); where
+        the shifted estimate lies outside the coefficient's interval it is not resolved and
+        not identified (:meth:`coefficient_intervals`). Kept with the state; ``{}`` where
+        nothing is checked."""
+        from .resolution import coefficient_resolution
+        if not hasattr(self, "_residuals_at"):
+            return {}
+        key = self._state_key()
+        cached = getattr(self, "_resolution_cache", None)
+        if cached is None or cached[0] != key:
+            try:
+                value = coefficient_resolution(self, self.solve()[0])
+            except (NonFiniteError, NotPositiveDefiniteError):
+                value = {}
+            self._resolution_cache = (key, value)
+        return dict(self._resolution_cache[1])
 
     @own_parameters
     def equation_residuals(self):

@@ -33,6 +33,8 @@ from pyro.nn import PyroParam
 from ...infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
                              parameters_at, sigma_points)
 from ...param_scope import own_parameters
+from .edits import edits_log_density
+from .resolution import unresolved_intervals
 
 __all__ = ["COEFFICIENT_PRIOR_SD", "ParameterUncertainty", "default_coefficient_log_prior",
            "with_point_priors"]
@@ -132,9 +134,13 @@ class ParameterUncertainty:
         self.priors = priors
 
     def _laplace_loss(self):
-        """The negative objective at the converged linearisation, twice differentiable."""
+        """The negative log density of the whole ``model()`` at the converged linearisation,
+        twice differentiable: the objective and what a user's edit adds to it
+        (:func:`~pyro_pidkl.models.conditioning.edits.edits_log_density`)."""
         _, f0, _ = self.solve()
-        return -self._objective(self.joint(*self.linearise(f0), closed_form=False))
+        loss = -self._objective(self.joint(*self.linearise(f0), closed_form=False))
+        extra = edits_log_density(self, latent="ignore")
+        return loss if extra is None else loss - extra
 
     def _laplace_parameters(self, nuisance=True):
         """``(names, theta, eta)``: the learned coefficients' names, their unconstrained
@@ -180,6 +186,12 @@ class ParameterUncertainty:
         ``"exact"``) or cover both fits' (``"agree"``), and each entry says which
         (``"referee"``).
 
+        Each entry gains ``"between"``, the coefficient's estimate were the equation to hold
+        between the collocation points (:meth:`coefficient_resolution`); where it lies
+        outside the interval (not for a fit the exact ODE refereed), the coefficient is not
+        resolved (``"resolved"`` False), not identified, and its interval holds both
+        (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`).
+
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         report = getattr(self, "referee", None)
         if report is not None and report.verdict in ("exact", "apart"):
@@ -190,7 +202,10 @@ class ParameterUncertainty:
                 out = coefficient_intervals(self, prob, nuisance)
         else:
             out = coefficient_intervals(self, prob, nuisance)
-        return out if report is None else report.combine(out, prob)
+        out = out if report is None else report.combine(out, prob)
+        if report is None or report.verdict == "gp":   # the exact ODE did not referee it
+            out = unresolved_intervals(out, self.coefficient_resolution(), self._coefficients())
+        return out
 
     def _sigma_points(self):
         """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty

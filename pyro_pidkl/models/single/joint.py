@@ -335,7 +335,16 @@ class EquationJoint:
                              # the residual itself
             part = {idx: jet[k, start:stop] for k, idx in enumerate(self.indices)}
             Zb = self.Z[start:stop]
-            out[name] = (Zb, *residual_parts(eq, part, Zb, self.input_names, value(Zb)))
+            r, size = residual_parts(eq, part, Zb, self.input_names, value(Zb))
+            if c is not None:
+                # a condition's terms can be its residual alone (f_x = 0 at an end: r / size
+                # is 1 however small r is): measured against its operator's size inside
+                # the domain too, at the equation's points
+                E = self._equation_rows()
+                inner = {idx: jet[k, :E] for k, idx in enumerate(self.indices)}
+                _, inside = residual_parts(eq, inner, self.Z[:E], self.input_names)
+                size = torch.maximum(size, inside.pow(2).mean().sqrt().expand_as(size))
+            out[name] = (Zb, r, size)
         return out
 
     def _warn_unused_coefficients(self, seed):

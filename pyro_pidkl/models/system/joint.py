@@ -246,20 +246,22 @@ class SystemJoint:
         return torch.stack(out)
 
     def _between_residual(self, joint):
-        r"""The largest equation's residual of the posterior means between the collocation
-        points, relative to the size of its terms (as
-        :func:`~pyro_pidkl.models.conditioning.resolution.between_residual` for one equation: a Sobol
-        set of as many points in the domain, another seed); ``nan`` without equations."""
-        from ...physics.collocation import collocation_set
-        from ...physics.linearise import relative
-        from ..conditioning.resolution import CHECK_POINTS_MAX
-        E = self.Z.shape[0] - getattr(self, "condition_rows", 0)
-        if E == 0 or self.num_equations == 0:
-            return math.nan
-        points = collocation_set(int(min(E, CHECK_POINTS_MAX)), self.domain, self.input_names,
-                                 "sobol", 7919 + E, self.Z.dtype).to(self.Z)
-        parts = self._residual_parts(self._mean_jet_at(joint, points), points)
-        return max(relative(r, size) for _, r, size in parts.values())
+        """The largest equation's residual between the collocation points
+        (:func:`~pyro_pidkl.models.conditioning.resolution.between_residual`)."""
+        from ..conditioning.resolution import between_residual
+        return between_residual(self, joint)
+
+    def _checked_equations(self):
+        """Whether some equation's residual is checked (one with an unknown source is not)."""
+        return self.num_equations > len(getattr(self, "gp_sources", ()))
+
+    def _equations_owner(self):
+        return self.system
+
+    def _residuals_at(self, jet, points):
+        """``[(residual, size)]`` of each checked equation at ``points`` (user units) for the
+        jets ``jet`` there (:meth:`_residual_parts`)."""
+        return [(r, size) for _, r, size in self._residual_parts(jet, points).values()]
 
     # -- the collocation rows (conditioning.rows) -----------------------------------------
     #: the tensors with a row per collocation point, and its axis
