@@ -12,6 +12,7 @@ the points of a CSV file or on a grid over the domain are written as a CSV file 
 import csv
 import os
 import runpy
+import time
 
 import numpy as np
 import torch
@@ -133,7 +134,8 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
         ``"gaussian"`` (default), ``"poisson"`` or ``"negative_binomial"`` (counts, :math:`f`
         the log of their mean: the predictions are of it) or ``"lognormal"``.
     :returns: a summary dict (``model``, ``n``, ``seconds``, ``threads``, ``coefficients``,
-        and ``predictions``, the file written).
+        ``predictions``, the file written, and ``command_cpu_seconds``, the process's CPU
+        time at the end: the whole command, imports included).
     """
     import pyro
 
@@ -190,12 +192,14 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
     summary = {"model": model, "equation": eq.name, "n": int(X.shape[0]), "inputs": inputs,
                "target": target, "seconds": result.seconds, "threads": result.threads,
                "coefficients": {}}
+    began = time.perf_counter()
     if model == "pcgp":
         summary["coefficients"] = m.coefficient_intervals(0.95)
     else:
         summary["coefficients"] = {k: {"value": v} for k, v in m.equation_parameters().items()}
     echo(f"{type(m).__name__} of {eq.name} on {X.shape[0]} points of {data}: fitted in "
-         f"{result.seconds:.1f} s ({result.threads} torch thread(s))")
+         f"{result.seconds:.1f} s ({result.threads} torch thread(s); the intervals "
+         f"{time.perf_counter() - began:.1f} s)")
     for k, v in summary["coefficients"].items():
         if "lower" in v:
             echo(f"  {k} = {v['value']:.6g}  (95% interval {v['lower']:.6g} to {v['upper']:.6g})")
@@ -223,4 +227,8 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
                             f"{mu - 1.959964 * s:.10g}", f"{mu + 1.959964 * s:.10g}"])
         summary["predictions"] = out
         echo(f"predictions at {Xp.shape[0]} points: {out}")
+    # the whole command: its imports, the fit with its checks, the intervals, the predictions
+    summary["command_cpu_seconds"] = time.process_time()
+    echo(f"done: {summary['command_cpu_seconds']:.1f} CPU s for the whole command (the fit "
+         f"{result.seconds:.1f} s of it, wall)")
     return summary

@@ -99,10 +99,19 @@ def test_restart_zero_is_the_single_fit_and_restarts_differ():
     assert training_objective(single, 64, seed=7) == pytest.approx(objectives[0], rel=1e-10)
     with pytest.raises(ValueError, match="restarts"):
         fit_restarts(build, 0)
-    shared_equation = physics.first_order_ode(B=0.5, D=0.5)
+    shared_net = MLP(1, 2, width=8, depth=2, dtype=torch.float64)
     with pytest.raises(ValueError, match="restart 1 shares .* with restart 0"):
-        fit_restarts(lambda: PIDKL(X, y, shared_equation, input_names=("t",), m=5),
+        fit_restarts(lambda: PIDKL(X, y, physics.first_order_ode(B=0.5, D=0.5),
+                                   input_names=("t",), m=5, feature_net=shared_net),
                      2, num_steps=1, progress=False)
+    # one Equation object for every restart: each takes a copy of it (its coefficients its
+    # own), said in one line, so the restarts are fresh
+    shared_equation = physics.first_order_ode(B=0.5, D=0.5)
+    with pytest.warns(UserWarning, match="takes a copy"):
+        ens, _, _ = fit_restarts(lambda: PIDKL(X, y, shared_equation, input_names=("t",), m=5),
+                                 2, num_steps=1, progress=False)
+    a, b = (m.physics.equation for m in ens.members)
+    assert a is not b and a.B_unconstrained is not b.B_unconstrained
 
 
 def test_training_objective_of_a_gp_without_sample_sites_is_its_negative_log_marginal():

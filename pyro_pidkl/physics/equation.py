@@ -18,8 +18,10 @@ arithmetic, torch functions) and ``x`` an :class:`~pyro_pidkl.physics.derivative
 (``x["t"]``), both in the user's units.
 """
 
+import copy
 import inspect
 import numbers
+import weakref
 
 import torch
 from pyro.distributions import constraints
@@ -216,3 +218,30 @@ def source_columns(source_inputs, equation, input_names):
             raise ValueError(f"Expected source_inputs to be 'equation', 'all' or names from "
                              f"{tuple(input_names)}; got {source_inputs!r}")
     return [list(input_names).index(n) for n in names]
+
+
+#: each equation (or system) with learned coefficients -> the models and terms that learn them
+_HOLDERS = weakref.WeakKeyDictionary()
+
+
+def claim(equation, holder):
+    r"""``equation`` (an :class:`Equation` or
+    :class:`~pyro_pidkl.physics.system.EquationSystem`) for ``holder``, a model or physics
+    term that learns its coefficients: the equation itself, or, where another live holder
+    learns them already, a copy with their current values, with one line saying so. Two
+    models sharing one set of coefficient tensors would each overwrite what the other
+    learned (fitting one moved the other's answer). An equation with nothing to learn is
+    shared as it is."""
+    from ..checks import warn
+    if all(spec.fixed for spec in equation.specs.values()):
+        return equation
+    holders = _HOLDERS.setdefault(equation, weakref.WeakSet())
+    if any(h is not holder for h in holders):
+        warn(f"{type(equation).__name__} {equation.name!r} is already learned by another "
+             f"model: this {type(holder).__name__} takes a copy (its coefficients its own: "
+             f"read them with model.equation_parameters(), not from the equation you "
+             f"passed)")
+        equation = copy.deepcopy(equation)
+        holders = _HOLDERS.setdefault(equation, weakref.WeakSet())
+    holders.add(holder)
+    return equation

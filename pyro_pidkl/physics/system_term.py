@@ -30,7 +30,7 @@ from ..kernels.se import se_ard
 from ..param_scope import own_parameters
 from .derivatives import Field
 from .domain import Box
-from .equation import source_columns
+from .equation import claim, source_columns
 from .system import EquationSystem
 from .term import gaussian_log_prob, physics_weight, source_gram
 
@@ -61,7 +61,7 @@ class SystemPhysicsTerm(PyroModule):
         gamma = physics_weight(gamma)
         if draw not in ("function", "mean"):
             raise ValueError(f"Expected draw to be 'function' or 'mean'; got {draw!r}")
-        self.system = system
+        self.system = claim(system, self)
         self.gamma, self.m = gamma, positive_int(m, "m (number of collocation points)")
         self.draw, self.source_jitter = draw, float(source_jitter)
         self._domain, self._source_inputs = domain, source_inputs

@@ -40,7 +40,7 @@ from ..param_scope import own_parameters
 from .condition import Condition
 from .derivatives import Inputs
 from .domain import Box
-from .equation import Equation, source_columns
+from .equation import Equation, claim, source_columns
 
 __all__ = ["PhysicsTerm"]
 
@@ -123,7 +123,7 @@ class PhysicsTerm(PyroModule):
         gamma = physics_weight(gamma)
         if draw not in DRAWS:
             raise ValueError(f"Expected draw to be one of {DRAWS}; got {draw!r}")
-        self.equation = equation
+        self.equation = claim(equation, self)
         self.gamma, self.m = gamma, positive_int(m, "m (number of collocation points)")
         self.draw, self.source_jitter = draw, float(source_jitter)
         self._domain, self._source_inputs = domain, source_inputs

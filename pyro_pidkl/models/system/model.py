@@ -36,6 +36,7 @@ from ...checks import positive_int, warn
 from ...gp.data_fit import fit_data_only
 from ...physics.collocation import collocation_set
 from ...physics.domain import Box
+from ...physics.equation import claim
 from ...physics.linearise import unused_coefficients
 from ...physics.observations import split_by_output
 from ...physics.ode import explicit_ode
@@ -138,7 +139,7 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
         if not isinstance(system, EquationSystem):
             raise TypeError(f"Expected system to be a pyro_pidkl.physics.EquationSystem; got "
                             f"{type(system).__name__}")
-        self.system = system = with_point_priors(system)
+        self.system = system = with_point_priors(claim(system, self))
         self.outputs = system.outputs
         parts, names = split_by_output(data, self.outputs, input_names or system.inputs, dtype)
         self.likelihood_parts = output_likelihoods(likelihoods, self.outputs, parts,
