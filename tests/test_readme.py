@@ -82,13 +82,12 @@ def test_the_physics_term_on_another_model_runs_as_shown():
 
 @pytest.mark.slow
 def test_the_three_inference_calls_run_on_the_fitted_model():
-    """The README's full-VI and NUTS block, after the own-equation block, with fewer steps
-    and draws: the coefficients' posterior means near the truth, R-hat reported, the
-    mixture's mean as accurate as the plug-in's, an ArviZ tree with the predictive."""
+    """The README's full-VI and NUTS block (alone: it builds and fits its own model) with
+    fewer steps and draws: the coefficients' posterior means near the truth, R-hat reported,
+    the mixture's mean as accurate as the plug-in's, an ArviZ tree with the predictive."""
     import math
-    own, _, _, block = _blocks("### Your own equation")
+    _, _, _, block = _blocks("### Your own equation")
     namespace = {}
-    exec(own, namespace)
     short = (block.replace('guide="mvn")', 'guide="mvn", num_steps=150)')
              .replace("num_chains=2)", "num_chains=2, num_warmup=40, num_samples=40)"))
     assert short != block and short.count("num_steps=150") == 1 and "num_warmup=40" in short
