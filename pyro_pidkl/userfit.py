@@ -229,6 +229,7 @@ def fit_files(data, equation, inputs=None, target=None, params=(), model="pcgp",
         echo(f"predictions at {Xp.shape[0]} points: {out}")
     # the whole command: its imports, the fit with its checks, the intervals, the predictions
     summary["command_cpu_seconds"] = time.process_time()
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in result.stage_seconds.items())
     echo(f"done: {summary['command_cpu_seconds']:.1f} CPU s for the whole command (the fit "
-         f"{result.seconds:.1f} s of it, wall)")
+         f"{result.seconds:.1f} s of it, wall{'; CPU s by stage: ' + stages if stages else ''})")
     return summary

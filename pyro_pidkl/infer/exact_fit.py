@@ -116,8 +116,8 @@ class ExactFit:
     def predict(self, ode, t_eval):
         """The fitted trajectory ``(C, T)`` at increasing times ``t_eval`` at or after ``t0``
         (``None`` where the integration fails)."""
-        values = {n: t(torch.tensor(float(v))) for n, t, v in zip(self.names, self.transforms,
-                                                                  self.theta)}
+        values = {n: t(torch.tensor(float(v), dtype=torch.float64))
+                  for n, t, v in zip(self.names, self.transforms, self.theta)}
         traj = ode.integrate(self.t0, torch.as_tensor(self.x0)[None], np.asarray(t_eval),
                              values, max_evaluations=20000)
         return None if traj is None else traj[0]

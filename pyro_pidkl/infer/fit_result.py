@@ -4,6 +4,7 @@ trains with (:func:`default_elbo`), the advice after a divergence, and the marks
 on its model (started, fitted: a fit stopped part way leaves a model that says so)."""
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -19,8 +20,11 @@ class FitResult:
     ``threads``, the torch threads it ran with, ``adequacy``, a conditioned model's
     :class:`~pyro_pidkl.diagnostics.adequacy.Adequacy` report (else ``None``), and
     ``stages``, a system's stages judged on one criterion
-    (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`; else empty), and ``guide``,
-    the guide an SVI fit ran (:func:`~pyro_pidkl.infer.guides.make_guide`)."""
+    (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`; else empty), ``guide``,
+    the guide an SVI fit ran (:func:`~pyro_pidkl.infer.guides.make_guide`), and
+    ``stage_seconds``, the CPU seconds of each stage of an L-BFGS fit (``"fit"``: the starts
+    and their polish; a conditioned model's checks after it, ``"stages"``, ``"refine"``,
+    ``"referee"``; ``"adequacy"``)."""
 
     losses: list = field(default_factory=list)
     seconds: float = 0.0
@@ -29,6 +33,7 @@ class FitResult:
     adequacy: object = None
     stages: dict = field(default_factory=dict)
     guide: object = None
+    stage_seconds: dict = field(default_factory=dict)
 
     @property
     def final_loss(self):
@@ -90,6 +95,8 @@ def _mark_fitted(model, result=None):
     model.fit_interrupted = False
     check = getattr(model, "check_adequacy", None)
     if check is not None:
+        began = time.process_time()
         report = check()
         if result is not None:
             result.adequacy = report
+            result.stage_seconds["adequacy"] = time.process_time() - began

@@ -228,9 +228,11 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
                         f"{type(model).__name__} has none")
     subset = getattr(model, "fit_collocation", None)
     many = subset is not None and hasattr(model, "collocation_subset")
+    began = time.process_time()
     try:
         with (model.collocation_subset(subset) if many else contextlib.nullcontext()):
             best = _starts(model, elbo, restarts, max_iter, tol, outer_max, bar, result)
+        result.stage_seconds["fit"] = time.process_time() - began
         if not math.isfinite(best[0]):
             first = getattr(result, "start_errors", None)
             cause = ("the objective is unbounded (the data fitted exactly at a vanishing "
@@ -248,6 +250,7 @@ def fit_lbfgs(model, max_iter=500, tol=1e-7, restarts=None, outer_max=20, seed=N
                 return _one_start(model, elbo, max_iter, tol, outer_max, bar, result)
             after(refit)
             result.stages = dict(getattr(model, "stage_costs", None) or {})
+            result.stage_seconds.update(getattr(model, "stage_seconds", {}))
         if many and model.Z.shape[0] > subset:
             model.relinearise()              # all collocation points at the learned parameters
         result.best_start = best[1]

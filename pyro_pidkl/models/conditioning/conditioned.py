@@ -8,6 +8,8 @@ both derive from :class:`ConditionedModel`; each supplies its joint
 ``[(name, owner, parameter)]``) and its starts (``starts``, ``_begin_start``).
 """
 
+import time
+
 import pyro
 import torch
 from pyro.nn import PyroParam, pyro_method
@@ -48,6 +50,21 @@ class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
     @pyro_method
     def guide(self):
         """No latent sites: kernels, noises, sources and coefficients are point estimates."""
+
+    # -- the checks after a fit ------------------------------------------------------------
+    #: what :meth:`after_fit` runs, in order: ``(name, stage(model, refit))``
+    after_fit_stages = ()
+
+    def after_fit(self, refit):
+        """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: each of
+        :attr:`after_fit_stages` (a system's stage keeper, the collocation's refinement, the
+        exact-ODE referee), ``refit()`` fitting the model again from its state; the CPU
+        seconds of each kept in ``model.stage_seconds``."""
+        self.stage_seconds = {}
+        for name, stage in self.after_fit_stages:
+            began = time.process_time()
+            stage(self, refit)
+            self.stage_seconds[name] = time.process_time() - began
 
     # -- the residual noise ----------------------------------------------------------------
     def _set_residual_noise(self, part):

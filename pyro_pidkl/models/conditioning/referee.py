@@ -61,8 +61,8 @@ from ...infer.laplace import coefficient_intervals, parameters_at
 from .edits import edit_sites, edits_at, edits_hessian, edits_log_density
 from .stages import stage_tolerance
 
-__all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
-           "system_problem"]
+__all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit",
+           "exact_parameter_spread", "referee", "system_problem"]
 
 # the exact fit's setting of each model: re-exported, as the models import them from here
 from .referee_problems import equation_problem, system_problem  # noqa: E402
@@ -91,6 +91,8 @@ class Referee:
     seconds: float = 0.0
     #: whether the exact fit's coefficients are the model's now (the GP refitted to them)
     moved: bool = False
+    #: the explicit ODE the exact fit integrates
+    ode: object = None
 
     def combine(self, gp, prob):
         r"""The reported intervals from the GP's (``gp``, as
@@ -332,7 +334,7 @@ def _referee(model, refit):
         apart = _apart(model, exact, gp_values)
         verdict = "apart" if apart and exact_cost < gp_cost else "agree"
     report = Referee(exact, {"gp": gp_cost, "exact": exact_cost}, tolerance, verdict,
-                     gp_values, apart)
+                     gp_values, apart, ode=problem["ode"])
     # the reported answer is never less likely than the exact fit's: where the exact fit's
     # is the more likely (beyond rounding), its coefficients are reported
     report.moved = verdict in ("exact", "apart") or (
@@ -441,3 +443,69 @@ def _linearise_at_trajectory(model, exact, problem):
 #: nats by which the exact fit's answer must be more likely than the GP's to be reported
 #: in its place when the two agree (rounding of the two costs' optimisations)
 COST_SLACK = 1e-3
+
+
+def exact_parameter_spread(model, t, full_cov=False):
+    r"""The coefficients' share of a prediction's variance at times ``t`` ``(P,)`` (user
+    units), from the exact ODE the referee fitted: for each direction :math:`s_k` of the
+    coefficients' Laplace covariance :math:`C_{\theta\theta}` (the one the intervals report),
+    the exact trajectory from :math:`\theta \pm s_k`, its initial state moved with them by
+    its regression on the coefficients (:math:`x_0 \pm C_{x\theta} C_{\theta\theta}^{-1}
+    s_k`: the data still pin the trajectory where they are), and
+
+    .. math::
+        \operatorname{var} x(t) \mathrel{+}= \sum_k \Big(\tfrac12 \big(x_{+s_k}(t) -
+            x_{-s_k}(t)\big)\Big)^2 ,
+
+    the delta method of the textbook fit (the GP's own variance, given the coefficients,
+    holds the rest). So a band carries what its coefficients allow: where the function
+    approaches a coefficient (a logistic's capacity), its sd reaches that coefficient's.
+    The exact trajectory itself is returned too: where the GP's mean strays from it (an
+    approximation's error), the prediction adds the square of the gap, as the referee's
+    intervals hold both fits' estimates.
+
+    :returns: ``(share, path)``: ``share`` ``(S, P)`` (``(S, P, P)`` with ``full_cov``) over
+        the ODE's states (one equation: the value and its derivatives; a system: its
+        outputs), ``path`` the exact trajectory ``(S, P)``, in the user's units; ``None``
+        where the referee did not run, found a worse fit than the GP's
+        (``"gp"``), a coefficient is unidentified or at its bound, a time lies before the
+        exact fit's start, or a trajectory does not integrate."""
+    import dataclasses
+    report = getattr(model, "referee", None)
+    if report is None or report.verdict == "gp" or report.exact is None or report.ode is None:
+        return None
+    exact = report.exact
+    P = len(exact.names)
+    t = np.asarray(t, dtype=float).reshape(-1)
+    if P == 0 or exact.boundary or t.size == 0 or float(t.min()) < exact.t0 - 1e-9:
+        return None
+    cov = np.asarray(exact.cov, dtype=float)
+    C = 0.5 * (cov[:P, :P] + cov[:P, :P].T)
+    if not np.isfinite(C).all():
+        return None
+    cross = cov[P:, :P]
+    cross = np.where(np.isfinite(cross).all(1, keepdims=True), cross, 0.0)   # known states
+    B = cross @ np.linalg.pinv(C)
+    lam, V = np.linalg.eigh(C)
+    grid, where = np.unique(t, return_inverse=True)
+    with torch.no_grad():
+        centre = exact.predict(report.ode, grid)
+    if centre is None or not np.isfinite(centre).all():
+        return None
+    out = 0.0
+    for k in range(P):
+        if not lam[k] > 1e-14 * max(float(lam.max()), 1e-300):
+            continue
+        step = V[:, k] * math.sqrt(lam[k])
+        paths = []
+        for sign in (1.0, -1.0):
+            moved = dataclasses.replace(exact, theta=exact.theta + sign * step,
+                                        x0=exact.x0 + sign * (B @ step) * exact.scale)
+            with torch.no_grad():
+                path = moved.predict(report.ode, grid)
+            if path is None or not np.isfinite(path).all():
+                return None
+            paths.append(path[:, where])
+        half = 0.5 * (paths[0] - paths[1])                            # (S, P)
+        out = out + (half[:, :, None] * half[:, None, :] if full_cov else half ** 2)
+    return None if isinstance(out, float) else (out, centre[:, where])

@@ -320,13 +320,10 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
         out[kern.lengthscale_unconstrained] = (math.log(low), None)
         return out
 
-    def after_fit(self, refit):
-        """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the collocation is
-        refined while the equation fails between its points
-        (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE is refereed on
-        its exact likelihood (:func:`~pyro_pidkl.models.conditioning.referee.referee`)."""
-        resolve(self, refit)
-        referee(self, refit)
+    #: after a fit: the collocation refined while the equation fails between its points
+    #: (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE
+    #: refereed on its exact likelihood (:func:`~pyro_pidkl.models.conditioning.referee.referee`)
+    after_fit_stages = (("refine", resolve), ("referee", referee))
 
     def _between_residual(self, joint):
         return between_residual(self, joint)

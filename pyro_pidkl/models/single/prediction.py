@@ -23,6 +23,7 @@ import torch
 
 from ...param_scope import own_parameters
 from ...kernels.operators import OperatorCovariance
+from ..conditioning.referee import exact_parameter_spread
 
 __all__ = ["ConditionedPrediction"]
 
@@ -99,9 +100,21 @@ class ConditionedPrediction:
         mean = joint.mean(cross) + joint.c
         prior = self.kernel(U) if full_cov else self.kernel(U, diag=True)
         var = joint.variance(cross, prior, full_cov) * self._scale(joint)
-        # the parameters' Laplace uncertainty: the spread of the mean between sigma points
-        var = var + self._parameter_spread(lambda at: at.mean(self._cross(at, U)), full_cov)
-        return mean, var
+        # the coefficients' uncertainty: the exact ODE's delta method where the referee fitted
+        # it, else the spread of the mean between the parameters' sigma points
+        found = None
+        if self.parameter_uncertainty and bool(self.fitted):
+            t = (U * self.standardizer.x_scale + self.standardizer.x_loc)[:, 0]
+            found = exact_parameter_spread(self, t.numpy(), full_cov)
+        if found is None:
+            return mean, var + self._parameter_spread(lambda at: at.mean(self._cross(at, U)),
+                                                      full_cov)
+        share, path = (torch.as_tensor(v[0]).to(var) for v in found)
+        # and the gap between the GP's mean and the exact trajectory, where they part
+        gap = (self.standardizer.f_to_user(mean) - path) / self.standardizer.y_scale
+        scale = self.standardizer.y_scale ** 2
+        return mean, var + share / scale + (gap[:, None] * gap[None, :] if full_cov
+                                            else gap.pow(2))
 
     @own_parameters
     def predict_counts(self, Xnew, prob=0.9, num_draws=4000, seed=0):

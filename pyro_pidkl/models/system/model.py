@@ -246,15 +246,12 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
             return {n: getattr(self.system, n).detach().cpu().tolist()
                     for n in self.system.parameter_names}
 
-    def after_fit(self, refit):
-        """What :func:`~pyro_pidkl.infer.fit` calls when a fit ends: the fit keeps its best
-        stage (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`), the
-        collocation is refined while an equation fails between its points
-        (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE is
-        refereed on its exact likelihood."""
-        keep_best_stage(self, refit)
-        resolve(self, refit)
-        referee(self, refit)
+    #: after a fit: the best stage kept
+    #: (:func:`~pyro_pidkl.models.conditioning.stages.keep_best_stage`), the collocation
+    #: refined while an equation fails between its points
+    #: (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE
+    #: refereed on its exact likelihood
+    after_fit_stages = (("stages", keep_best_stage), ("refine", resolve), ("referee", referee))
 
     def _exact_problem(self):
         return system_problem(self)

@@ -10,6 +10,7 @@ import torch
 
 from ...checks import warn_if_interrupted
 from ...param_scope import own_parameters
+from ..conditioning.referee import exact_parameter_spread
 
 __all__ = ["SystemPrediction"]
 
@@ -34,14 +35,24 @@ class SystemPrediction:
         warn_if_interrupted(self)
         with torch.no_grad():
             joint = self.solve()[0]
+            # the coefficients' uncertainty: the exact ODE's delta method where the referee
+            # fitted it (else the spread between the parameters' sigma points, below)
+            found = None
+            if self.parameter_uncertainty and bool(self.fitted):
+                found = exact_parameter_spread(self, (U * self.x_scale + self.x_loc)[:, 0]
+                                               .numpy())
             means, variances = [], []
             for c, kern in enumerate(self.kernels):
                 cross = self._cross(joint, c, U)
                 mean = joint.mean(cross) + self.mean[c]
                 var = joint.variance(cross, kern(U, diag=True))
-                # an unobserved output's centre is a parameter: it moves between the points
-                var = var + self._parameter_spread(
-                    lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
+                if found is not None:       # the exact ODE's share, and the gap to its path
+                    share, path = (torch.as_tensor(v[c]).to(var) for v in found)
+                    gap = mean - (path - self.y_loc[c]) / self.y_scale[c]
+                    var = var + share / self.y_scale[c] ** 2 + gap.pow(2)
+                else:   # an unobserved output's centre is a parameter: it moves between points
+                    var = var + self._parameter_spread(
+                        lambda at: at.mean(self._cross(at, c, U)) + self.mean[c])
                 if not noiseless:
                     if c in self.count_outputs and self.likelihoods[c] == "lognormal":
                         raise ValueError(f"Expected noiseless=True for output "
