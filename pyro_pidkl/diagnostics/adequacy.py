@@ -91,8 +91,8 @@ class Adequacy:
         coefficient would take for the posterior mean to hold the equation between the
         collocation points
         (:func:`~pyro_pidkl.models.conditioning.resolution.coefficient_resolution`).
-    :ivar list unresolved: the coefficients whose shifted estimate lies outside their 90%
-        interval (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`):
+    :ivar list unresolved: the coefficients whose estimate shifted twice as far lies outside
+        their 90% interval (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`):
         not resolved by the collocation, not identified.
     """
 
@@ -129,8 +129,8 @@ class Adequacy:
             one = len(self.unresolved) == 1
             shown = ", ".join(f"{n} by {self.coefficients[n]:+.1%}" for n in self.unresolved)
             out.append(f"between the collocation points the posterior mean asks for other "
-                       f"coefficients ({shown}), outside {'its' if one else 'their'} 90% "
-                       f"interval{'' if one else 's'}: the collocation does not resolve the "
+                       f"coefficients ({shown}; twice that reaches outside {'its' if one else 'their'} "
+                       f"90% interval{'' if one else 's'}): the collocation does not resolve the "
                        f"solution, and {'it is' if one else 'they are'} not identified (more "
                        f"points, collocation=, or a kernel that can bend)")
         if self.data_misfit > DATA_MISFIT_TOL:

@@ -483,6 +483,18 @@ def exact_parameter_spread(model, t, full_cov=False):
     C = 0.5 * (cov[:P, :P] + cov[:P, :P].T)
     if not np.isfinite(C).all():
         return None
+    # the band claims what the intervals claim: where they are wider than the exact fit's
+    # (the union of both fits', "agree"), the exact covariance is stretched to their widths
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reported = model.coefficient_intervals(0.9)
+    own = exact.intervals(0.9)
+    stretch = np.array([max(1.0, reported[n]["sd"] / own[n]["sd"])
+                        if own[n]["sd"] > 0 and math.isfinite(reported[n]["sd"]) else 1.0
+                        for n in exact.names])
+    C = C * stretch[:, None] * stretch[None, :]
+    cov = cov.copy()
+    cov[P:, :P] = cov[P:, :P] * stretch[None, :]
     cross = cov[P:, :P]
     cross = np.where(np.isfinite(cross).all(1, keepdims=True), cross, 0.0)   # known states
     B = cross @ np.linalg.pinv(C)
