@@ -144,3 +144,27 @@ def test_two_models_of_one_equation_learn_their_own_coefficients():
     a = pk.PhysicsConditionedGP(t, torch.exp(-t), fixed)
     b = pk.PhysicsConditionedGP(t, torch.exp(-t), fixed)      # nothing to learn: shared
     assert a.equation is b.equation is fixed
+
+
+def test_a_stage_that_breaks_keeps_the_fit_before_it(monkeypatch):
+    """A check after the fit whose refit runs where the joint does not factor (the issue's
+    influenza fit: NonFiniteError after 180 s) keeps the fit before it, in one line."""
+    from pyro_pidkl.errors import NonFiniteError
+    from pyro_pidkl.models.single import model as single
+
+    t = torch.linspace(0, 2, 20, dtype=D)
+    y = torch.exp(-1.3 * t) + 0.01 * torch.randn(20, generator=torch.Generator().manual_seed(1),
+                                                 dtype=D)
+
+    def broken(model, refit):
+        with torch.no_grad():
+            model.equation.k_unconstrained.fill_(float("nan"))
+        raise NonFiniteError("The joint covariance contains NaN or inf")
+    monkeypatch.setattr(single.PhysicsConditionedGP, "after_fit_stages",
+                        (("refine", broken),))
+    model = pk.PhysicsConditionedGP(t, y, Equation(lambda f, x, k: f.d("t") + k * f,
+                                                   inputs=("t",), k=Parameter(1.0)))
+    with pytest.warns(UserWarning, match="refine stage after the fit .* failed") as caught:
+        pk.fit(model, progress=False)
+    assert all("\n" not in str(w.message) for w in caught)
+    assert model.equation_parameters()["k"] == pytest.approx(1.3, rel=0.05)

@@ -60,10 +60,22 @@ class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
         :attr:`after_fit_stages` (a system's stage keeper, the collocation's refinement, the
         exact-ODE referee), ``refit()`` fitting the model again from its state; the CPU
         seconds of each kept in ``model.stage_seconds``."""
+        from ...checks import warn
+        from ...errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
+        from .resolution import _restore, _snapshot
         self.stage_seconds = {}
         for name, stage in self.after_fit_stages:
             began = time.process_time()
-            stage(self, refit)
+            kept = _snapshot(self)
+            try:
+                stage(self, refit)
+            except (FitDivergedError, NonFiniteError, NotPositiveDefiniteError) as e:
+                # a refit that ran where the joint does not factor: back to the last good
+                # point, the fit before this stage, said in one line
+                _restore(self, kept)
+                warn(f"The {name} stage after the fit of {self._what()} failed "
+                     f"({type(e).__name__}: {str(e).splitlines()[0][:160]}): the fit before "
+                     f"it is kept")
             self.stage_seconds[name] = time.process_time() - began
 
     # -- the residual noise ----------------------------------------------------------------
