@@ -445,6 +445,41 @@ def _linearise_at_trajectory(model, exact, problem):
 COST_SLACK = 1e-3
 
 
+class _Backwards:
+    """An explicit ODE in reversed time about ``t0``: :math:`\tau = 2 t_0 - t`,
+    :math:`dx/d\tau = -F(2 t_0 - \tau, x)`, so that times before ``t0`` are integrated
+    forwards from it."""
+
+    def __init__(self, ode, t0):
+        self.ode, self.t0 = ode, float(t0)
+
+    def rhs(self, t, state, values=None):
+        return -self.ode.rhs(2 * self.t0 - t, state, values)
+
+    def integrate(self, *args, **kwargs):
+        from ...physics.ode import ExplicitODE
+        return ExplicitODE.integrate(self, *args, **kwargs)
+
+
+def _exact_path(exact, ode, grid):
+    """The exact fit's trajectory ``(S, T)`` at increasing times ``grid``, those before its
+    start integrated backwards from it; ``None`` where an integration fails."""
+    before, after = grid[grid < exact.t0], grid[grid >= exact.t0]
+    parts = []
+    with torch.no_grad():
+        if before.size:
+            back = exact.predict(_Backwards(ode, exact.t0), (2 * exact.t0 - before)[::-1])
+            if back is None:
+                return None
+            parts.append(back[:, ::-1])
+        if after.size:
+            parts.append(exact.predict(ode, after))
+    if any(p is None for p in parts):
+        return None
+    path = np.concatenate(parts, 1)
+    return path if np.isfinite(path).all() else None
+
+
 def exact_parameter_spread(model, t, full_cov=False):
     r"""The coefficients' share of a prediction's variance at times ``t`` ``(P,)`` (user
     units), from the exact ODE the referee fitted: for each direction :math:`s_k` of the
@@ -466,10 +501,10 @@ def exact_parameter_spread(model, t, full_cov=False):
 
     :returns: ``(share, path)``: ``share`` ``(S, P)`` (``(S, P, P)`` with ``full_cov``) over
         the ODE's states (one equation: the value and its derivatives; a system: its
-        outputs), ``path`` the exact trajectory ``(S, P)``, in the user's units; ``None``
-        where the referee did not run, found a worse fit than the GP's
-        (``"gp"``), a coefficient is unidentified or at its bound, a time lies before the
-        exact fit's start, or a trajectory does not integrate."""
+        outputs), ``path`` the exact trajectory ``(S, P)``, in the user's units (times
+        before the exact fit's start integrated backwards from it); ``None`` where the
+        referee did not run, found a worse fit than the GP's (``"gp"``), a coefficient is
+        unidentified or at its bound, or a trajectory does not integrate."""
     import dataclasses
     report = getattr(model, "referee", None)
     if report is None or report.verdict == "gp" or report.exact is None or report.ode is None:
@@ -477,7 +512,7 @@ def exact_parameter_spread(model, t, full_cov=False):
     exact = report.exact
     P = len(exact.names)
     t = np.asarray(t, dtype=float).reshape(-1)
-    if P == 0 or exact.boundary or t.size == 0 or float(t.min()) < exact.t0 - 1e-9:
+    if P == 0 or exact.boundary or t.size == 0:
         return None
     cov = np.asarray(exact.cov, dtype=float)
     C = 0.5 * (cov[:P, :P] + cov[:P, :P].T)
@@ -500,9 +535,8 @@ def exact_parameter_spread(model, t, full_cov=False):
     B = cross @ np.linalg.pinv(C)
     lam, V = np.linalg.eigh(C)
     grid, where = np.unique(t, return_inverse=True)
-    with torch.no_grad():
-        centre = exact.predict(report.ode, grid)
-    if centre is None or not np.isfinite(centre).all():
+    centre = _exact_path(exact, report.ode, grid)
+    if centre is None:
         return None
     out = 0.0
     for k in range(P):
@@ -513,9 +547,8 @@ def exact_parameter_spread(model, t, full_cov=False):
         for sign in (1.0, -1.0):
             moved = dataclasses.replace(exact, theta=exact.theta + sign * step,
                                         x0=exact.x0 + sign * (B @ step) * exact.scale)
-            with torch.no_grad():
-                path = moved.predict(report.ode, grid)
-            if path is None or not np.isfinite(path).all():
+            path = _exact_path(moved, report.ode, grid)
+            if path is None:
                 return None
             paths.append(path[:, where])
         half = 0.5 * (paths[0] - paths[1])                            # (S, P)
