@@ -82,7 +82,7 @@ def test_adequacy_is_pure_and_reported_as_numbers():
     assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])
     d = report.as_dict()
     assert set(d) == {"residual", "between", "data_misfit", "log_evidence_ratio",
-                      "noise_learned", "trajectory_misfit", "ok"}
+                      "noise_learned", "trajectory_misfit", "coefficients", "unresolved", "ok"}
     assert "Adequacy of equation" in str(report)
 
 
