@@ -44,7 +44,6 @@ Not refereed: an equation with an unknown (``"gp"``) source, a condition
 coefficient that is not a scalar, more than one input, fewer than three data.
 """
 
-import contextlib
 import copy
 import math
 import time
@@ -56,13 +55,15 @@ import torch
 
 from ...checks import warn
 from ...errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
-from ...infer.exact_fit import fit_exact, move_to_posterior, trajectory_nll
-from ...infer.laplace import coefficient_intervals, parameters_at
-from .edits import edit_sites, edits_at, edits_hessian, edits_log_density
+from ...infer.exact_fit import fit_exact, trajectory_nll
+from ...infer.exact_posterior import move_to_posterior
+from ...infer.laplace import coefficient_intervals
+from .coefficient_density import (_added_density, _log_prior, _normal_prior,
+                                  _posterior_differs, _prior_hessian)
 from .stages import stage_tolerance
 
-__all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit",
-           "exact_parameter_spread", "referee", "system_problem"]
+__all__ = ["Referee", "RefereeWarning", "equation_problem", "exact_fit", "referee",
+           "system_problem"]
 
 # the exact fit's setting of each model: re-exported, as the models import them from here
 from .referee_problems import equation_problem, system_problem  # noqa: E402
@@ -140,82 +141,6 @@ def _cost(model, values, problem):
     return nll - _log_prior(model, values), x0
 
 
-@contextlib.contextmanager
-def _unvalidated():
-    """Distributions' arguments not validated inside the block: a coefficient the exact fit
-    ran to the edge of its support (a rate at 0) has log prior ``-inf``, not an error."""
-    keep = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(keep)
-
-
-def _log_prior(model, values):
-    """The coefficients' log prior at ``values`` ``{name: float}`` (``-inf`` outside its
-    support), and what a user's ``model()`` adds there
-    (:func:`~pyro_pidkl.models.conditioning.edits.edits_log_density`): the model's own
-    density of its coefficients beside the data's likelihood."""
-    tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
-    unconstrained = []
-    for (n, owner, p), t in zip(model._coefficients(), tensors):
-        transform = torch.distributions.transform_to(owner.specs[p].constraint)
-        unconstrained.append(transform.inv(torch.tensor(values[n], dtype=t.dtype)).reshape(
-            t.shape))
-    with torch.no_grad(), parameters_at(tensors, unconstrained), _unvalidated():
-        value = float(model.coefficient_log_prior())
-        if math.isfinite(value):
-            value += edits_at(model, tensors, unconstrained)
-    return value if math.isfinite(value) or value == -math.inf else -math.inf
-
-
-def _posterior_differs(model):
-    """Whether the model's density of its coefficients is other than the weak default priors
-    the exact fit's least squares carries: a declared prior, or a user's added factor."""
-    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
-    return any(spec.prior is not None for spec in specs) or bool(edit_sites(model))
-
-
-def _normal_prior(model):
-    """``(loc, sd)`` of the coefficients' weak default priors (normal in the unconstrained
-    space), for the exact fit's MAP, or ``None`` where a coefficient has a declared prior
-    (then the exact fit is the likelihood's, its Laplace precision with the prior's)."""
-    from .parameter_uncertainty import COEFFICIENT_PRIOR_SD
-    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
-    if _posterior_differs(model):
-        return None
-    loc = [float(torch.distributions.transform_to(spec.constraint).inv(spec.init))
-           for spec in specs]
-    return np.array(loc), np.full(len(loc), COEFFICIENT_PRIOR_SD)
-
-
-def _prior_hessian(model, theta):
-    """The Hessian ``(P, P)`` of the coefficients' negative log prior at unconstrained
-    ``theta`` (the weak default or the declared priors, as the GP's Laplace has them)."""
-    from .parameter_uncertainty import default_coefficient_log_prior
-    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
-
-    def negative_log_prior(u):
-        total = 0.0
-        for k, spec in enumerate(specs):
-            if spec.prior is not None:
-                value = torch.distributions.transform_to(spec.constraint)(u[k])
-                total = total + spec.prior.log_prob(value).sum()
-            else:
-                total = total + default_coefficient_log_prior(spec, u[k])
-        return -total
-    u = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
-    with torch.enable_grad(), _unvalidated():
-        H = torch.autograd.functional.hessian(negative_log_prior, u)
-    H = H.detach().numpy()
-    if edit_sites(model):                 # and the curvature of what model() adds
-        tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
-        values = [torch.full_like(t, float(v)) for t, v in zip(tensors, theta)]
-        H = H + edits_hessian(model, tensors, values).numpy()
-    return np.where(np.isfinite(H), H, 0.0)
-
-
 def _problem(model):
     """The model's exact problem (``model._exact_problem()``), ``None`` without learned
     coefficients or where it has none."""
@@ -245,29 +170,6 @@ def _fit_problem(model, problem):
     return move_to_posterior(found, problem["ode"], problem["observations"], problem["t0"],
                              problem["t1"], problem["scale"], cost,
                              lambda theta: _added_density(model, theta), problem.get("known"))
-
-
-def _added_density(model, theta):
-    r"""``(value, grad, hessian)`` over the unconstrained coefficients ``theta`` of the
-    model's negative log density of them beside the data: its priors (declared, or the
-    weak default) and what a user's ``model()`` adds
-    (:func:`~pyro_pidkl.models.conditioning.edits.edits_log_density`)."""
-    from ...infer.laplace import _hessian_of
-    tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
-    values = [torch.full_like(t, float(v)) for t, v in zip(tensors, theta)]
-
-    def negative():
-        extra = edits_log_density(model)
-        total = -model.coefficient_log_prior()
-        return total if extra is None else total - extra
-    with parameters_at(tensors, values), _unvalidated():
-        with torch.enable_grad():
-            value = negative()
-            grads = torch.autograd.grad(value, tensors, allow_unused=True)
-        H = _hessian_of(negative, tensors)
-    grad = np.array([0.0 if g is None else float(g.sum()) for g in grads])
-    H = H.numpy()
-    return float(value.detach()), grad, np.where(np.isfinite(H), H, 0.0)
 
 
 def exact_fit(model):
@@ -443,114 +345,3 @@ def _linearise_at_trajectory(model, exact, problem):
 #: nats by which the exact fit's answer must be more likely than the GP's to be reported
 #: in its place when the two agree (rounding of the two costs' optimisations)
 COST_SLACK = 1e-3
-
-
-class _Backwards:
-    """An explicit ODE in reversed time about ``t0``: :math:`\tau = 2 t_0 - t`,
-    :math:`dx/d\tau = -F(2 t_0 - \tau, x)`, so that times before ``t0`` are integrated
-    forwards from it."""
-
-    def __init__(self, ode, t0):
-        self.ode, self.t0 = ode, float(t0)
-
-    def rhs(self, t, state, values=None):
-        return -self.ode.rhs(2 * self.t0 - t, state, values)
-
-    def integrate(self, *args, **kwargs):
-        from ...physics.ode import ExplicitODE
-        return ExplicitODE.integrate(self, *args, **kwargs)
-
-
-def _exact_path(exact, ode, grid):
-    """The exact fit's trajectory ``(S, T)`` at increasing times ``grid``, those before its
-    start integrated backwards from it; ``None`` where an integration fails."""
-    before, after = grid[grid < exact.t0], grid[grid >= exact.t0]
-    parts = []
-    with torch.no_grad():
-        if before.size:
-            back = exact.predict(_Backwards(ode, exact.t0), (2 * exact.t0 - before)[::-1])
-            if back is None:
-                return None
-            parts.append(back[:, ::-1])
-        if after.size:
-            parts.append(exact.predict(ode, after))
-    if any(p is None for p in parts):
-        return None
-    path = np.concatenate(parts, 1)
-    return path if np.isfinite(path).all() else None
-
-
-def exact_parameter_spread(model, t, full_cov=False):
-    r"""The coefficients' share of a prediction's variance at times ``t`` ``(P,)`` (user
-    units), from the exact ODE the referee fitted: for each direction :math:`s_k` of the
-    coefficients' Laplace covariance :math:`C_{\theta\theta}` (the one the intervals report),
-    the exact trajectory from :math:`\theta \pm s_k`, its initial state moved with them by
-    its regression on the coefficients (:math:`x_0 \pm C_{x\theta} C_{\theta\theta}^{-1}
-    s_k`: the data still pin the trajectory where they are), and
-
-    .. math::
-        \operatorname{var} x(t) \mathrel{+}= \sum_k \Big(\tfrac12 \big(x_{+s_k}(t) -
-            x_{-s_k}(t)\big)\Big)^2 ,
-
-    the delta method of the textbook fit (the GP's own variance, given the coefficients,
-    holds the rest). So a band carries what its coefficients allow: where the function
-    approaches a coefficient (a logistic's capacity), its sd reaches that coefficient's.
-    The exact trajectory itself is returned too: where the GP's mean strays from it (an
-    approximation's error), the prediction adds the square of the gap, as the referee's
-    intervals hold both fits' estimates.
-
-    :returns: ``(share, path)``: ``share`` ``(S, P)`` (``(S, P, P)`` with ``full_cov``) over
-        the ODE's states (one equation: the value and its derivatives; a system: its
-        outputs), ``path`` the exact trajectory ``(S, P)``, in the user's units (times
-        before the exact fit's start integrated backwards from it); ``None`` where the
-        referee did not run, found a worse fit than the GP's (``"gp"``), a coefficient is
-        unidentified or at its bound, or a trajectory does not integrate."""
-    import dataclasses
-    report = getattr(model, "referee", None)
-    if report is None or report.verdict == "gp" or report.exact is None or report.ode is None:
-        return None
-    exact = report.exact
-    P = len(exact.names)
-    t = np.asarray(t, dtype=float).reshape(-1)
-    if P == 0 or exact.boundary or t.size == 0:
-        return None
-    cov = np.asarray(exact.cov, dtype=float)
-    C = 0.5 * (cov[:P, :P] + cov[:P, :P].T)
-    if not np.isfinite(C).all():
-        return None
-    # the band claims what the intervals claim: where they are wider than the exact fit's
-    # (the union of both fits', "agree"), the exact covariance is stretched to their widths
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reported = model.coefficient_intervals(0.9)
-    own = exact.intervals(0.9)
-    stretch = np.array([max(1.0, reported[n]["sd"] / own[n]["sd"])
-                        if own[n]["sd"] > 0 and math.isfinite(reported[n]["sd"]) else 1.0
-                        for n in exact.names])
-    C = C * stretch[:, None] * stretch[None, :]
-    cov = cov.copy()
-    cov[P:, :P] = cov[P:, :P] * stretch[None, :]
-    cross = cov[P:, :P]
-    cross = np.where(np.isfinite(cross).all(1, keepdims=True), cross, 0.0)   # known states
-    B = cross @ np.linalg.pinv(C)
-    lam, V = np.linalg.eigh(C)
-    grid, where = np.unique(t, return_inverse=True)
-    centre = _exact_path(exact, report.ode, grid)
-    if centre is None:
-        return None
-    out = 0.0
-    for k in range(P):
-        if not lam[k] > 1e-14 * max(float(lam.max()), 1e-300):
-            continue
-        step = V[:, k] * math.sqrt(lam[k])
-        paths = []
-        for sign in (1.0, -1.0):
-            moved = dataclasses.replace(exact, theta=exact.theta + sign * step,
-                                        x0=exact.x0 + sign * (B @ step) * exact.scale)
-            path = _exact_path(moved, report.ode, grid)
-            if path is None:
-                return None
-            paths.append(path[:, where])
-        half = 0.5 * (paths[0] - paths[1])                            # (S, P)
-        out = out + (half[:, :, None] * half[:, None, :] if full_cov else half ** 2)
-    return None if isinstance(out, float) else (out, centre[:, where])

@@ -41,7 +41,7 @@ import torch
 
 from ...diagnostics.adequacy import BETWEEN_TOL, COEFFICIENT_RESOLVED_TOL, DATA_MISFIT_TOL
 from ...physics.collocation import collocation_set
-from ...physics.linearise import relative, residual_parts
+from ...physics.linearise import relative
 from ..parts.collocation import REFINE_DEFAULT
 
 __all__ = ["CHECK_POINTS_MAX", "COEFFICIENT_RESOLVED_TOL", "REFINE_DEFAULT", "between_residual",

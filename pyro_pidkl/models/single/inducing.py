@@ -19,6 +19,9 @@ __all__ = ["INDUCING_DATA", "INDUCING_GAP", "INDUCING_MAX", "INDUCING_START", "I
 #: matrix at N = 10^4)
 INDUCING_DATA = 2000
 
+#: above this many time points of an explicit ODE, the model names the state-space solver
+STATE_SPACE_HINT = 5000
+
 
 #: the first number of inducing points of ``inducing="auto"``
 INDUCING_START = 256
@@ -76,3 +79,16 @@ class InducingData:
                 self._cache = None
                 grew = True
         return grew
+
+    def _hint_state_space(self):
+        """One line where many time points of an explicit ODE meet the dense joint (or the
+        inducing bound, its cost still cubic in the points it keeps): the state-space solver
+        fits them in O(N) time and memory."""
+        from ...physics.scalar_ode import equation_ode
+        if (self.input_dim != 1 or self.X.shape[0] <= STATE_SPACE_HINT or self.count_outputs
+                or self.conditions or self.source_kind == "gp"
+                or equation_ode(self.equation, self.input_names) is None):
+            return
+        warn(f"{self.X.shape[0]} time points of {self._what()}, an explicit ODE: "
+             f"pk.StateSpaceGP(equation, (t, y)) fits them in O(N) time and memory (seconds), "
+             f"where this model's joint takes minutes and gigabytes")

@@ -70,7 +70,7 @@ from ...physics.collocation import collocation_set, half_spacing
 from ...physics.geometry import Shape
 from ...physics.domain import Box
 from ...physics.equation import Equation, claim
-from ...physics.linearise import is_linear, linearise, residual_parts
+from ...physics.linearise import is_linear, linearise
 from .inducing import INDUCING_START, InducingData
 from .joint import EquationJoint
 from .prior import DATA_FIT_POINTS, SinglePrior
@@ -92,9 +92,6 @@ __all__ = ["PhysicsConditionedGP"]
 #: a fit's starts are screened on at most this many data (a maximin subset); the best start
 #: is then fitted to all of them
 SCREEN_DATA_POINTS = 400
-
-#: above this many time points of an explicit ODE, the model names the state-space solver
-STATE_SPACE_HINT = 5000
 
 #: the model's own settings besides its parts, with their defaults
 OWN_SETTINGS = {"objective": "auto", "newton_tol": 1e-6, "newton_max_iter": 30,
@@ -292,19 +289,6 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
         self._check_right_hand_sides()
         self._hint_state_space()
 
-    def _hint_state_space(self):
-        """One line where many time points of an explicit ODE meet the dense joint (or the
-        inducing bound, its cost still cubic in the points it keeps): the state-space solver
-        fits them in O(N) time and memory."""
-        from ...physics.scalar_ode import equation_ode
-        if (self.input_dim != 1 or self.X.shape[0] <= STATE_SPACE_HINT or self.count_outputs
-                or self.conditions or self.source_kind == "gp"
-                or equation_ode(self.equation, self.input_names) is None):
-            return
-        warn(f"{self.X.shape[0]} time points of {self._what()}, an explicit ODE: "
-             f"pk.StateSpaceGP(equation, (t, y)) fits them in O(N) time and memory (seconds), "
-             f"where this model's joint takes minutes and gigabytes")
-
     def parameter_bounds(self):
         r"""Bounds of the fit on unconstrained parameters: an SE kernel's lengthscales stay
         above half the spacing of the points (data and collocation) in each input,
@@ -327,21 +311,6 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
 
     def _between_residual(self, joint):
         return between_residual(self, joint)
-
-    def _checked_equations(self):
-        """Whether the equation's residual is checked (not with an unknown source, whose
-        posterior mean *is* the residual)."""
-        return self.source_kind != "gp"
-
-    def _equations_owner(self):
-        return self.equation
-
-    def _residuals_at(self, jet, points):
-        """``[(residual, size)]`` of the equation at ``points`` (user units) for the jet
-        ``jet`` there (laid out as ``f0``; :func:`~pyro_pidkl.physics.linearise.residual_parts`)."""
-        part = {idx: jet[k] for k, idx in enumerate(self.indices)}
-        return [residual_parts(self.equation, part, points, self.input_names,
-                               self._equation_source(points))]
 
     def _data_misfit(self):
         return data_misfit(self)

@@ -23,7 +23,7 @@ import torch
 
 from ...param_scope import own_parameters
 from ...kernels.operators import OperatorCovariance
-from ..conditioning.referee import exact_parameter_spread
+from ..conditioning.exact_band import exact_parameter_spread
 
 __all__ = ["ConditionedPrediction"]
 

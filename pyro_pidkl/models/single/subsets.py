@@ -11,6 +11,7 @@ import contextlib
 import torch
 
 from ...physics.collocation import maximin_subset
+from ...physics.linearise import residual_parts
 
 __all__ = ["Subsets"]
 
@@ -62,3 +63,19 @@ class Subsets:
             kern.lengthscale_unconstrained.fill_(0.0)
             self.f0_set.fill_(False)
         self._cache = None
+
+    # -- the residual between the collocation points (conditioning.resolution) ---------
+    def _checked_equations(self):
+        """Whether the equation's residual is checked (not with an unknown source, whose
+        posterior mean *is* the residual)."""
+        return self.source_kind != "gp"
+
+    def _equations_owner(self):
+        return self.equation
+
+    def _residuals_at(self, jet, points):
+        """``[(residual, size)]`` of the equation at ``points`` (user units) for the jet
+        ``jet`` there (laid out as ``f0``; :func:`~pyro_pidkl.physics.linearise.residual_parts`)."""
+        part = {idx: jet[k] for k, idx in enumerate(self.indices)}
+        return [residual_parts(self.equation, part, points, self.input_names,
+                               self._equation_source(points))]

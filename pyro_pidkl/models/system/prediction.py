@@ -10,7 +10,7 @@ import torch
 
 from ...checks import warn_if_interrupted
 from ...param_scope import own_parameters
-from ..conditioning.referee import exact_parameter_spread
+from ..conditioning.exact_band import exact_parameter_spread
 
 __all__ = ["SystemPrediction"]
 
