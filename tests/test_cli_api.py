@@ -216,7 +216,7 @@ def test_ctrl_c_ends_a_fit_and_a_reproduce_run_in_one_line(tmp_path):
                               "--quiet"], 12)
     assert code == 130 and "Traceback" not in out, out
     assert out.strip().splitlines()[-1].startswith("pidkl fit: interrupted"), out
-    code, out = _interrupted(["reproduce", "ode", "--methods", "pidkl", "--seeds", "0-3",
+    code, out = _interrupted(["reproduce", "ode", "--methods", "pidkl", "--seeds", "0-19",
                               "--jobs", "2", "--out", str(tmp_path), "--quiet"], 15)
     assert code == 130 and "Traceback" not in out and "leaked" not in out, out
     assert "pidkl reproduce: interrupted" in out, out

@@ -121,5 +121,9 @@ def test_the_documented_simulation_records_come_from_this_code(tmp_path):
     assert rec.get("threads") == 1 and rec.get("commit"), "records without provenance"
     again = reproduce("ode", ["pidkl"], [0], out=tmp_path, jobs=1, progress=False,
                       figures=False)[0]
-    for key in ("rmse", "coverage95", "crps"):
+    for key in ("rmse", "crps"):
         assert again[key] == pytest.approx(rec[key], rel=5e-3), (key, again[key], rec[key])
+    # coverage is a count of the 901 test points: an Intel Xeon's band holds one point fewer
+    # than the record's (0.05438 against 0.05549); two points either way
+    assert again["coverage95"] == pytest.approx(rec["coverage95"], abs=2 / 901), (
+        again["coverage95"], rec["coverage95"])
