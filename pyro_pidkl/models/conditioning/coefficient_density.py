@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ...infer.laplace import parameters_at
-from .edits import edit_sites, edits_at, edits_hessian, edits_log_density
+from .edits import edit_sites, edits_at, edits_log_density
 
 __all__ = []
 
@@ -55,12 +55,13 @@ def _posterior_differs(model):
 
 def _normal_prior(model):
     """``(loc, sd)`` of the coefficients' weak default priors (normal in the unconstrained
-    space), for the exact fit's MAP, or ``None`` where a coefficient has a declared prior
-    (then the exact fit is the likelihood's, its Laplace precision with the prior's)."""
+    space), for the exact fit's MAP, or ``None`` where a coefficient has a declared prior or
+    ``model()`` adds a factor (then the exact fit is the likelihood's, moved to the model's
+    own posterior afterwards: ``referee._fit_problem``)."""
     from .parameter_uncertainty import COEFFICIENT_PRIOR_SD
-    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
     if _posterior_differs(model):
         return None
+    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
     loc = [float(torch.distributions.transform_to(spec.constraint).inv(spec.init))
            for spec in specs]
     return np.array(loc), np.full(len(loc), COEFFICIENT_PRIOR_SD)
@@ -68,28 +69,9 @@ def _normal_prior(model):
 
 def _prior_hessian(model, theta):
     """The Hessian ``(P, P)`` of the coefficients' negative log prior at unconstrained
-    ``theta`` (the weak default or the declared priors, as the GP's Laplace has them)."""
-    from .parameter_uncertainty import default_coefficient_log_prior
-    specs = [owner.specs[p] for _, owner, p in model._coefficients()]
-
-    def negative_log_prior(u):
-        total = 0.0
-        for k, spec in enumerate(specs):
-            if spec.prior is not None:
-                value = torch.distributions.transform_to(spec.constraint)(u[k])
-                total = total + spec.prior.log_prob(value).sum()
-            else:
-                total = total + default_coefficient_log_prior(spec, u[k])
-        return -total
-    u = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
-    with torch.enable_grad(), _unvalidated():
-        H = torch.autograd.functional.hessian(negative_log_prior, u)
-    H = H.detach().numpy()
-    if edit_sites(model):                 # and the curvature of what model() adds
-        tensors = [getattr(owner, p + "_unconstrained") for _, owner, p in model._coefficients()]
-        values = [torch.full_like(t, float(v)) for t, v in zip(tensors, theta)]
-        H = H + edits_hessian(model, tensors, values).numpy()
-    return np.where(np.isfinite(H), H, 0.0)
+    ``theta`` (the weak default or the declared priors, as the GP's Laplace has them), and of
+    what a user's ``model()`` adds (:func:`_added_density`'s curvature)."""
+    return _added_density(model, theta)[2]
 
 
 def _added_density(model, theta):

@@ -23,7 +23,7 @@ import contextlib
 import torch
 from pyro import poutine
 
-__all__ = ["EditNotScorable", "edit_sites", "edits_at", "edits_hessian", "edits_log_density"]
+__all__ = ["EditNotScorable", "edit_sites", "edits_at", "edits_log_density"]
 
 #: the model's own sites
 OWN_SITES = ("data",)
@@ -75,10 +75,8 @@ def _trace(model):
         with _stood_in(model), poutine.trace() as capture:
             model.model()
         return capture.trace
-    except _ReadsJoint:
-        pass
-    except Exception:          # noqa: BLE001 -- a user's code on the stand-in: the whole trace
-        pass
+    except Exception:          # noqa: BLE001 -- an added site read the stand-in (_ReadsJoint),
+        pass                   # or a user's code failed on it: the whole trace
     with poutine.trace() as capture:
         model.model()
     return capture.trace
@@ -129,15 +127,3 @@ def edits_at(model, tensors, values):
     with torch.no_grad(), parameters_at(tensors, values):
         value = edits_log_density(model)
     return 0.0 if value is None else float(value)
-
-
-def edits_hessian(model, tensors, values):
-    r"""The Hessian ``(P, P)`` of :math:`-\log p_{\text{edits}}` over the unconstrained
-    ``tensors`` at ``values`` (zeros where unedited)."""
-    from ...infer.laplace import _hessian_of, parameters_at
-
-    def negative():
-        value = edits_log_density(model)
-        return torch.zeros((), dtype=model.Z.dtype) if value is None else -value
-    with parameters_at(tensors, values):
-        return _hessian_of(negative, tensors)
