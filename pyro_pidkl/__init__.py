@@ -46,9 +46,12 @@ _SOURCES = {
     "Inducing": "models", "KnownSource": "models", "LogNormalNoise": "models",
     "NegativeBinomial": "models", "Poisson": "models", "ResidualNoise": "models",
     "SparseCholesky": "models", "ZeroSource": "models",
+    "GroupedData": "population", "PerGroup": "population", "PopulationFit": "population",
+    "PopulationODE": "population", "Random": "population", "Shared": "population",
+    "fit_population": "population",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
-                "statespace")
+                "population", "statespace")
 
 __all__ = sorted([*_SOURCES, *_SUBPACKAGES, "__version__"])
 

@@ -21,8 +21,9 @@ import math
 import numpy as np
 import torch
 
+from .derivatives import Inputs
 from .linearise import JetField, _random_parameters
-from .system import EquationSystem, linearise_system
+from .system import EquationSystem, Functions, linearise_system
 
 __all__ = ["ExplicitODE", "explicit_ode"]
 
@@ -42,6 +43,7 @@ class ExplicitODE:
 
     def __init__(self, system, names, W_inv):
         self.system, self.names, self.W_inv = system, tuple(names), W_inv
+        self._plain_ok, self._minus_eye = None, None
 
     def rhs(self, t, state, values=None):
         r""":math:`F(t, f)` ``(B, C)`` at times ``t`` ``(B,)`` and states ``state``
@@ -53,6 +55,55 @@ class ExplicitODE:
                   for c, o in enumerate(self.system.outputs)}
         h = self.system.evaluate(fields, points, self.names, values)    # (C, B)
         return -(self.W_inv.to(h) @ h).T
+
+    def rhs_plain(self, t, state, values=None):
+        r""":math:`F(t, f)` as :meth:`rhs`, with each output passed to ``psi`` as a plain
+        tensor whose ``.d(...)`` is zero (:math:`h(t, f)` reads no derivative), not a jet:
+        a few times faster, and differentiable in ``state`` and ``values``. Where ``psi``
+        needs more of a field than its value and ``.d`` (checked once against :meth:`rhs`
+        at random states), :meth:`rhs` itself."""
+        if type(self).rhs is not ExplicitODE.rhs:     # a subclass's own right-hand side
+            return self.rhs(t, state, values)
+        if getattr(self, "_plain_ok", None) is None:
+            self._plain_ok, self._minus_eye = self._check_plain(), None
+        if not self._plain_ok:
+            return self.rhs(t, state, values)
+        return self._plain(t, state, values)
+
+    def _plain(self, t, state, values):
+        zero = torch.zeros_like(state[:, 0])
+        fields = {}
+        for o, v in zip(self.system.outputs, state.unbind(1)):   # new views carry ``.d``
+            v.d = lambda *names, _z=zero, **kw: _z
+            fields[o] = v
+        params = {}
+        for n in self.system.parameter_names:
+            v = (values or {}).get(n)
+            if v is None:
+                v = getattr(self.system, n)
+            params[n] = v if isinstance(v, torch.Tensor) and v.dtype == state.dtype \
+                else torch.as_tensor(v, dtype=state.dtype)
+        t = t if t.dtype == state.dtype else t.to(state.dtype)
+        out = self.system.psi(Functions(fields), Inputs(t[:, None], self.names), **params)
+        out = (out,) if isinstance(out, torch.Tensor) else out
+        h = torch.stack([r if isinstance(r, torch.Tensor) and r.shape == zero.shape
+                         else torch.as_tensor(r, dtype=state.dtype).expand(zero.shape)
+                         for r in out], 1)                                    # (B, C)
+        if self._minus_eye is None:
+            W = self.W_inv.to(torch.float64)
+            self._minus_eye = bool(torch.equal(W, torch.eye(W.shape[0], dtype=W.dtype)))
+        return -h if self._minus_eye else -(h @ self.W_inv.to(h).T)
+
+    def _check_plain(self):
+        g = torch.Generator().manual_seed(1)
+        state = torch.randn(4, len(self.system.outputs), generator=g, dtype=torch.float64)
+        t = torch.rand(4, generator=g, dtype=torch.float64)
+        try:
+            with torch.no_grad():
+                return bool(torch.allclose(self._plain(t, state, None), self.rhs(t, state),
+                                           rtol=1e-10, atol=1e-12, equal_nan=True))
+        except Exception:        # psi reads what a plain tensor does not carry
+            return False
 
     def integrate(self, t0, x0, t_eval, values=None, t_offset=None, rtol=1e-6, atol=1e-8,
                   max_evaluations=4000):
@@ -102,7 +153,7 @@ class ExplicitODE:
         (a trajectory that overflows stays ``nan``; the batch's others are unaffected)."""
         def F(s, y):
             with torch.no_grad():
-                d = self.rhs(offset + s, y, values)
+                d = self.rhs_plain(offset + s, y, values)
             return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
         return F
 
@@ -140,52 +191,65 @@ class ExplicitODE:
                 out.append(x)
         return torch.stack(out, -1) if out else x.new_zeros(B, x.shape[1], 0)
 
-    def integrate_uniform(self, x0, t_eval, values=None, t_offset=None, steps=8):
+    def integrate_uniform(self, x0, t_eval, values=None, t_offset=None, steps=8, grad=False):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time 0 by ``steps``
         uniform steps of the classical fourth-order Runge-Kutta method over
         :math:`[0, \max t_{eval}]`, all in one batch, and return them at ``t_eval``
-        (``(T,)``, in that span, any order) as a ``(B, C, T)`` tensor, read between the
-        nodes by the cubic Hermite interpolant of the nodes' states and slopes
-        (:math:`O(h^4)`, as the steps): the steps do not follow the data's times, so
-        data at many distinct times cost no more steps (the search over starts,
+        (``(T,)``, in that span, any order) as a ``(B, C, T)`` tensor
+        (:meth:`integrate_grid` on a uniform grid): the steps do not follow the data's
+        times, so data at many distinct times cost no more steps (the search over starts,
         :func:`~pyro_pidkl.infer.multistart.multistart_shooting`, integrates every segment
         of every start in one batch on one local grid: stepping to each datum's offset
-        cost a step per distinct offset). Overflow as :meth:`integrate_fixed`: a
-        trajectory that overflows is ``nan`` from there on, the others unaffected.
+        cost a step per distinct offset)."""
+        t_eval = np.asarray(t_eval, dtype=float)
+        span = float(t_eval.max()) if t_eval.size else 0.0
+        grid = np.linspace(0.0, span, max(int(steps), 1) + 1) if span > 0 else np.zeros(1)
+        return self.integrate_grid(x0, grid, t_eval, values, t_offset, grad)
 
-        .. math:: x(t_i + s h) = h_{00}(s)\, x_i + h_{10}(s)\, h F_i
-            + h_{01}(s)\, x_{i+1} + h_{11}(s)\, h F_{i+1}
+    def integrate_grid(self, x0, grid, t_eval, values=None, t_offset=None, grad=False):
+        r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at ``grid[0]`` by one step of
+        the classical fourth-order Runge-Kutta method between each pair of the increasing
+        nodes ``grid`` ``(n + 1,)``, all in one batch, and return them at ``t_eval``
+        (``(T,)``, inside the grid, any order) as a ``(B, C, T)`` tensor, read between the
+        nodes by the cubic Hermite interpolant of the nodes' states and slopes
+        (:math:`O(h^4)`, as the steps). A trajectory that overflows is ``nan`` from there on,
+        the others unaffected (thousands of trial trajectories are integrated at once, and
+        some blow up).
+
+        .. math:: x(t_i + s h_i) = h_{00}(s)\, x_i + h_{10}(s)\, h_i F_i
+            + h_{01}(s)\, x_{i+1} + h_{11}(s)\, h_i F_{i+1}
 
         :param values: coefficient values ``{name: (B,)}`` (default: the current ones).
-        :param t_offset: ``(B,)`` added to the time each trajectory sees."""
-        x = torch.as_tensor(x0, dtype=torch.float64).clone()
+        :param t_offset: ``(B,)`` added to the time each trajectory sees.
+        :param bool grad: differentiable in ``x0`` and ``values`` (:meth:`rhs_plain`, a
+            non-finite value kept as it is), for a sampler's gradients."""
+        x = torch.as_tensor(x0, dtype=torch.float64)
+        x = x if grad else x.clone()
         B = x.shape[0]
         t_eval = np.asarray(t_eval, dtype=float)
         if not t_eval.size:
             return x.new_zeros(B, x.shape[1], 0)
         offset = (torch.zeros(B, dtype=x.dtype) if t_offset is None
                   else torch.as_tensor(t_offset, dtype=x.dtype))
-        span = float(t_eval.max())
-        n = max(int(steps), 1)
-        h = span / n if span > 0 else 0.0
-        F = self._guarded(offset, values)
+        grid = np.asarray(grid, dtype=float)
+        n = grid.size - 1
+        F = ((lambda s, y: self.rhs_plain(offset + s, y, values)) if grad
+             else self._guarded(offset, values))
+        if n < 1:
+            return x[..., None].expand(*x.shape, t_eval.size)
         states, slopes = [x], []
         with np.errstate(all="ignore"):
-            if h > 0:
-                for i in range(n):
-                    x, k1 = _rk4_step(F, i * h, x, h)
-                    states.append(x)
-                    slopes.append(k1)
-                slopes.append(F(span, x))
-            else:
-                slopes.append(torch.zeros_like(x))
+            for i in range(n):
+                x, k1 = _rk4_step(F, float(grid[i]), x, float(grid[i + 1] - grid[i]))
+                states.append(x)
+                slopes.append(k1)
+            slopes.append(F(float(grid[-1]), x))
         X = torch.stack(states, -1)                                    # (B, C, n + 1)
         D = torch.stack(slopes, -1)
-        if h <= 0:
-            return X[..., [0] * t_eval.size]
-        where = np.clip(t_eval / h, 0.0, n)
-        i = np.minimum(np.floor(where).astype(int), n - 1)
-        s = torch.as_tensor(where - i)
+        i = np.clip(np.searchsorted(grid, t_eval, side="right") - 1, 0, n - 1)
+        h = grid[i + 1] - grid[i]
+        s = torch.as_tensor(np.clip((t_eval - grid[i]) / h, 0.0, 1.0))
+        h = torch.as_tensor(h)
         s2, s3 = s * s, s * s * s
         h00, h10 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s
         h01, h11 = -2 * s3 + 3 * s2, s3 - s2
