@@ -590,6 +590,7 @@ def from_page(page, steps):
 
 
 NOTEBOOKS["09_editing_the_model"] = from_page("editing.md", 500)
+NOTEBOOKS["10_populations"] = from_page("populations.md", 0)
 
 
 def build(name, cells):

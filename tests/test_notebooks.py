@@ -11,13 +11,14 @@ nbclient = pytest.importorskip("nbclient", reason="notebook extra not installed"
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
-def test_there_are_nine_notebooks():
+def test_there_are_ten_notebooks():
     assert [p.stem for p in NOTEBOOKS] == ["01_quickstart", "02_write_your_own_equation",
                                            "03_diffusion", "04_model_code",
                                            "05_full_vi_vs_collapsed",
                                            "06_system_with_an_unobserved_component",
                                            "07_collapsed_vs_full_vi_vs_nuts",
-                                           "08_lynx_hare", "09_editing_the_model"]
+                                           "08_lynx_hare", "09_editing_the_model",
+                                           "10_populations"]
 
 
 @pytest.mark.slow

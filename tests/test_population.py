@@ -80,12 +80,22 @@ def test_a_linear_population_is_the_linear_mixed_models_closed_form_maximum_like
     assert np.allclose(got, want, atol=1e-5)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(THEOPH), reason="../shared/data/theophylline absent")
+def test_the_librarys_theophylline_rows_are_the_shared_csv():
+    mine = GroupedData.from_frame(pk.datasets.theophylline(), "Subject", "Time",
+                                  {"C": "conc"}, ("Dose", "Wt"))
+    theirs = GroupedData.from_csv(THEOPH, "Subject", "Time", {"C": "conc"}, ("Dose", "Wt"))
+    assert np.array_equal(mine.time, theirs.time)
+    assert np.array_equal(mine.observations["C"], theirs.observations["C"])
+    assert np.array_equal(mine.covariates["Dose"], theirs.covariates["Dose"])
+    assert [str(x) for x in mine.labels] == theirs.labels
+
+
+@pytest.mark.slow
 def test_theophylline_is_nlmes_fit_and_every_subject_flip_flop_is_said():
     system = oral_system()
-    data = GroupedData.from_csv(THEOPH, group="Subject", time="Time", observe={"C": "conc"},
-                                covariates=("Dose", "Wt"))
+    data = GroupedData.from_frame(pk.datasets.theophylline(), group="Subject", time="Time",
+                                  observe={"C": "conc"}, covariates=("Dose", "Wt"))
     pop = PopulationODE(system, data, initial={"A": "Dose", "C": 0.0},
                         effects={"ka": Random(1.5), "ke": Shared(0.1), "cl": Random(0.04)})
     fit = fit_population(pop)

@@ -1,5 +1,6 @@
 """Synthetic data simulated by the library's own solvers (``simulate_*``), real-data loaders
-(Jura, PM2.5, motion capture; the lynx-hare record, held in the library) and loaders of
+(Jura, PM2.5, motion capture; the lynx-hare record and the theophylline data, held in
+the library) and loaders of
 reference ``.mat`` folds."""
 
 from .base import Dataset
@@ -15,10 +16,14 @@ from .pm25 import PM25_INPUTS, find_pm25, load_pm25_fold, pm25
 from .reference import (PAPER_FOLD_INPUTS, find_fold, load_mat_fold, load_paper_fold,
                         load_reference_diffusion, load_reference_ode)
 from .systems import SYSTEMS, SystemProblem, system_problem
+from .theophylline import NLME_REFERENCE, THEOPHYLLINE, theophylline
 from .synthetic import (simulate_diffusion_1d, simulate_first_order_ode, solve_diffusion_1d,
                         solve_first_order_ode)
 
 __all__ = [
+    "NLME_REFERENCE",
+    "THEOPHYLLINE",
+    "theophylline",
     "SYSTEMS",
     "SystemProblem",
     "system_problem",

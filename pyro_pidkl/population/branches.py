@@ -30,7 +30,7 @@ SAME_FIT = 1e-3
 APART = 0.1
 
 
-def _individual_fits(pop, fit, offsets, iterations=40, steps=None):
+def _individual_fits(pop, fit, offsets, iterations=25, steps=None):
     """Every group's data fitted alone from its estimate moved by each of ``offsets``
     ``(S, P)`` (unconstrained), or from ``offsets`` ``(G, S, P)`` themselves: ``(phi (G, S,
     P), ss (G, S), flat (G, S))``, ``flat`` where the Gauss-Newton matrix is singular."""
@@ -123,7 +123,7 @@ def _orderings(pop, sets, taken):
     return out
 
 
-def _polish(pop, fit, phi, ss, keep=3, within=25.0):
+def _polish(pop, fit, phi, ss, keep=2, within=25.0):
     """Each group's ``keep`` best distinct minima (those within ``within`` of its best, in
     chi-square units) refined on steps placed and checked for them (a
     branch can need shorter steps than the population's fit: a fast elimination late),
@@ -146,7 +146,7 @@ def _polish(pop, fit, phi, ss, keep=3, within=25.0):
     try:
         pop.set_density(flat_phi, rows=rows)
         steps = pop.choose_steps(flat_phi, rows=rows, start=fit.steps)
-        return _individual_fits(pop, fit, best, steps=steps)
+        return _individual_fits(pop, fit, best, iterations=20, steps=steps)
     finally:
         pop._density = saved
 
@@ -177,10 +177,12 @@ def _branches(pop, fit, phi, ss, flat):
     return groups, unidentified
 
 
-def find_branches(pop, fit, starts=16, half=3.0, seed=0, population=True):
+def find_branches(pop, fit, starts=16, half=3.0, seed=0, population=True, refit=None):
     r"""Each group's branches (module docstring): ``{"groups": {label: {"sets": [{name:
     value}], "taken": k, "convention": [...]}}, "alone_unidentified": [labels],
-    "population": {...} or None, "lines": [text]}``."""
+    "population": {...} or None, "lines": [text]}``; ``refit`` (the population fit,
+    :func:`~pyro_pidkl.population.foce.fit_population`) refits the population from the other
+    branches where given."""
     P = fit.phi.shape[1]
     design = qmc.Sobol(P, scramble=True, seed=seed).random(starts) * 2 * half - half
     phi, ss, flat = _individual_fits(pop, fit, np.vstack([np.zeros(P), design]))
@@ -204,8 +206,8 @@ def find_branches(pop, fit, starts=16, half=3.0, seed=0, population=True):
                      f"coefficient sets (groups {', '.join(map(str, list(groups)[:12]))}"
                      f"{'...' if len(groups) > 12 else ''}); the population fit takes "
                      f"{', '.join(conventions) or 'the set nearest the population'}")
-        if population:
-            report["population"] = _other_population(pop, fit, groups)
+        if population and refit is not None:
+            report["population"] = _other_population(pop, fit, groups, refit)
             other = report["population"]
             if other is not None:
                 d = fit.loglik - other["loglik"]
@@ -220,11 +222,10 @@ def find_branches(pop, fit, starts=16, half=3.0, seed=0, population=True):
     return report
 
 
-def _other_population(pop, fit, groups):
+def _other_population(pop, fit, groups, refit):
     """The population refitted from each group's other branch (the groups without one at
     their estimate): its log-likelihood and population values, or ``None`` where it
     fails."""
-    from .foce import fit_population
     phi = fit.phi.copy()
     for i, label in enumerate(pop.data.labels):
         g = groups.get(label)
@@ -237,7 +238,7 @@ def _other_population(pop, fit, groups):
     saved = pop.beta_start
     try:
         pop.beta_start = torch.as_tensor(beta)
-        other = fit_population(pop, tol=1e-4, steps=fit.steps, branches=False)
+        other = refit(pop, tol=1e-3, steps=fit.steps, branches=False)
     except (RuntimeError, ValueError):
         return None
     finally:

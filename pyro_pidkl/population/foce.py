@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch.distributions import biject_to, constraints
 
+from .branches import find_branches
 from .result import PopulationFit
 
 __all__ = ["fit_population"]
@@ -221,20 +222,23 @@ class _Linear:
         return ll, beta, Mi, Vi_r, omega, sigma
 
     def maximise(self, psi):
-        psi = psi.clone().requires_grad_(True)
-        opt = torch.optim.LBFGS([psi], lr=1.0, max_iter=200, tolerance_grad=1e-10,
-                                tolerance_change=1e-14, line_search_fn="strong_wolfe")
+        """The variance parameters maximising :meth:`terms`' log-likelihood from ``psi``
+        (L-BFGS-B, the gradient by autograd); ``psi`` kept where a trial fails."""
+        from scipy.optimize import minimize
 
-        def closure():
-            opt.zero_grad()
-            loss = -self.terms(psi)[0]
+        def f(v):
+            p = torch.as_tensor(v, dtype=torch.float64).requires_grad_(True)
+            try:
+                loss = -self.terms(p)[0]
+            except RuntimeError:          # a trial Omega not positive definite
+                return math.inf, np.zeros_like(v)
             loss.backward()
-            return loss
-        try:
-            opt.step(closure)
-        except RuntimeError:              # a trial Omega not positive definite: keep psi
-            pass
-        return psi.detach()
+            return float(loss.detach()), p.grad.numpy().copy()
+        x0 = psi.detach().numpy().copy()
+        found = minimize(f, x0, jac=True, method="L-BFGS-B",
+                         options={"maxiter": 200, "ftol": 1e-14, "gtol": 1e-9})
+        best = found.x if np.isfinite(found.fun) and found.fun <= f(x0)[0] else x0
+        return torch.as_tensor(best, dtype=torch.float64)
 
     def blup(self, psi):
         ll, beta, Mi, Vi_r, omega, sigma = self.terms(psi)
@@ -313,8 +317,7 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
     lin = _Linear(pop, g, F, phi, full)
     result = PopulationFit.from_linear(pop, lin, psi, beta, eta, steps, converged, history)
     if branches:
-        from .branches import find_branches
-        result.branches = find_branches(pop, result, seed=seed)
+        result.branches = find_branches(pop, result, seed=seed, refit=fit_population)
     result.seconds = time.perf_counter() - began
     result.cpu_seconds = time.process_time() - cpu
     return result
