@@ -221,3 +221,23 @@ def test_grouped_data_refuses_what_it_cannot_hold():
     with pytest.raises(TypeError, match="EquationSystem"):
         PopulationODE(pk.Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=1.0),
                       GroupedData([0], [1.0], {"f": [1.0]}), {"f": 1.0})
+
+
+def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothing():
+    import warnings
+
+    def constant(f, x, k):
+        return (f["f"].d("t") + k * f["f"],)
+    system = pk.EquationSystem(constant, outputs=("f",), inputs=("t",),
+                               k=pk.Parameter(0.0, fixed=True))
+    rng = np.random.default_rng(4)
+    y = 1.0 + rng.normal(0, 0.5, 6)[:, None] + rng.normal(0, 0.3, (6, 4))
+    data = GroupedData(np.repeat(np.arange(6), 4), np.tile(np.linspace(0, 1, 4), 6),
+                       {"f": y.ravel()})
+    pop = PopulationODE(system, data, initial={"f": Random(0.5, sd=0.5)})
+    one = fit_population(pop, branches=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        more = fit_population(pop, branches=False, starts=2)
+    assert more.loglik == pytest.approx(one.loglik, abs=1e-6)
+    assert more.branches["lines"] == []

@@ -21,13 +21,58 @@ import numpy as np
 import torch
 from scipy.stats import qmc
 
-__all__ = ["APART", "SAME_FIT", "find_branches"]
+__all__ = ["APART", "LIKELY", "SAME_FIT", "find_branches", "population_optima"]
 
 #: two minima fit a group's data equally when their sums of squared standardised residuals
-#: (chi-square units) differ by less than this (a likelihood ratio within 0.05%)
-SAME_FIT = 1e-3
+#: (chi-square units) differ by less than this: a likelihood ratio above 0.95, evidence the
+#: data cannot give either way
+SAME_FIT = 0.1
 #: and are distinct when some unconstrained coefficient differs by more than this
 APART = 0.1
+
+
+#: another population optimum within this many log-likelihood units of the best is said
+LIKELY = 2.0
+
+
+def population_optima(pop, fit, refit, starts=4, half=1.0, seed=0):
+    """The population refitted from ``starts`` Sobol starts of the fixed effects within
+    ``half`` (unconstrained) of the model's own start: ``[{"loglik", "beta", "values",
+    "fit"}]``, the given ``fit`` first, best first after it."""
+    p = pop.beta_start.shape[0]
+    design = qmc.Sobol(p, scramble=True, seed=seed + 1).random(starts) * 2 * half - half
+    out, saved = [], pop.beta_start
+    try:
+        for d in design:
+            pop.beta_start = saved + torch.as_tensor(d)
+            try:
+                other = refit(pop, tol=1e-5, branches=False, starts=0)
+            except (RuntimeError, ValueError):
+                continue
+            if math.isfinite(other.loglik):
+                out.append(other)
+    finally:
+        pop.beta_start = saved
+    out.sort(key=lambda f: -f.loglik)
+    return [fit] + out
+
+
+def say_optima(pop, found):
+    """Lines naming the population optima distinct from the best (some fixed effect apart
+    by more than :data:`APART`) within :data:`LIKELY` of its log-likelihood."""
+    best, lines = found[0], []
+    seen = [best.beta]
+    for f in found[1:]:
+        if best.loglik - f.loglik > LIKELY:
+            continue
+        if any(np.abs(f.beta - b).max() <= APART for b in seen):
+            continue
+        seen.append(f.beta)
+        vals = ", ".join(f"{k} {v['value']:.4g}" for k, v in list(f.intervals().items())[:6])
+        lines.append(f"another population optimum {best.loglik - f.loglik:.2f} log-likelihood "
+                     f"units below the reported one ({vals}): the data leave the population "
+                     "between branches; the intervals hold inside one")
+    return lines
 
 
 def _individual_fits(pop, fit, offsets, iterations=25, steps=None):

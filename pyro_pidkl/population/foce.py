@@ -32,12 +32,14 @@ parameters, as ``nlme``'s ``intervals``.
 
 import math
 import time
+import warnings
 
 import numpy as np
 import torch
 from torch.distributions import biject_to, constraints
 
-from .branches import find_branches
+from ..diagnostics.adequacy import ModelMisfitWarning
+from .branches import find_branches, population_optima, say_optima
 from .result import PopulationFit
 
 __all__ = ["fit_population"]
@@ -71,6 +73,10 @@ def _predictions(pop, phi, steps, jacobian=True):
 def _check_informed(pop, X):
     """Refuse fixed effects that move no measured prediction (``X`` ``(n, p)``, the data's
     derivatives in them)."""
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("Expected finite trajectories at the fit's coefficients; the "
+                         "Runge-Kutta steps overflow there (start nearer the data, or give "
+                         "more steps)")
     dead = [pop.beta_names[k] for k in range(X.shape[1]) if not float(X[:, k].abs().max()) > 0]
     if dead:
         raise ValueError(f"Expected the data to depend on every fixed effect; {tuple(dead)} "
@@ -131,7 +137,7 @@ def _pnls(problem, theta, iterations=10, tol=1e-9):
         new = theta + step
         r2, J2, g2, F2 = problem(new)
         c2 = float(r2 @ r2)
-        if math.isfinite(c2) and c2 <= cost:
+        if math.isfinite(c2) and c2 <= cost and bool(torch.isfinite(J2).all()):
             small = cost - c2 <= tol * max(cost, 1e-300) or \
                 float(step.abs().max()) < 1e-8
             theta, r, J, g, F, cost = new, r2, J2, g2, F2, c2
@@ -258,6 +264,11 @@ def _rounds(pop, beta, eta, omega, sigma, psi, steps, full, iterations, tol, his
         start = lin.pack(omega, sigma) if psi is None else psi
         psi_new = lin.maximise(start)
         beta_new, eta_new, ll = lin.blup(psi_new)
+        for _ in range(20):             # the linear model's move, halved back towards the
+            g_new, _ = _predictions(pop, pop.phi(beta_new, eta_new), steps, False)
+            if bool(torch.isfinite(g_new).all()):     # PNLS answer where it overflows
+                break
+            beta_new, eta_new = (beta_p + beta_new) / 2, (eta_p + eta_new) / 2
         omega, sigma = (v.detach() for v in lin.unpack(psi_new))
         moved = max(float((beta_new - beta).abs().max()),
                     float((psi_new - start).abs().max()) if psi is not None else math.inf)
@@ -267,10 +278,10 @@ def _rounds(pop, beta, eta, omega, sigma, psi, steps, full, iterations, tol, his
         if moved < tol:
             converged = True
             break
-    return beta, eta, omega, sigma, psi, converged
+    return beta, eta, omega, sigma, psi, converged, steps
 
 
-def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed=0):
+def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed=0, starts=0):
     r"""Fit a :class:`~pyro_pidkl.population.PopulationODE` by the Laplace (FOCE) marginal
     likelihood (module docstring).
 
@@ -279,6 +290,9 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
     :param int steps: Runge-Kutta steps (default: chosen, then checked at the end).
     :param bool branches: look for other coefficient sets that fit a group's data as well
         (:func:`~pyro_pidkl.population.branches.find_branches`).
+    :param int starts: refit the population from this many further starts of the fixed
+        effects (:func:`~pyro_pidkl.population.branches.population_optima`), report the most
+        likely and warn of another optimum nearly as likely.
     :returns: a :class:`~pyro_pidkl.population.result.PopulationFit`.
     """
     began, cpu = time.perf_counter(), time.process_time()
@@ -299,7 +313,7 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
     full = pop.omega_kind == "full"
     history, psi, measured = [], None, False
     while True:
-        beta, eta, omega, sigma, psi, converged = _rounds(
+        beta, eta, omega, sigma, psi, converged, steps = _rounds(
             pop, beta, eta, omega, sigma, psi, steps, full, iterations,
             tol if measured else max(tol, 1e-2), history)
         phi = pop.phi(beta, eta)
@@ -316,8 +330,18 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
     g, F = _predictions(pop, phi, steps)
     lin = _Linear(pop, g, F, phi, full)
     result = PopulationFit.from_linear(pop, lin, psi, beta, eta, steps, converged, history)
+    optima = []
+    if starts:
+        found = sorted(population_optima(pop, result, fit_population, starts, seed=seed),
+                       key=lambda f: -f.loglik)
+        result = found[0]                       # the most likely is reported
+        optima = say_optima(pop, found)
+        for line in optima:
+            warnings.warn(line, ModelMisfitWarning, stacklevel=2)
     if branches:
         result.branches = find_branches(pop, result, seed=seed, refit=fit_population)
+    result.branches.setdefault("lines", [])
+    result.branches["lines"] = optima + result.branches["lines"]
     result.seconds = time.perf_counter() - began
     result.cpu_seconds = time.process_time() - cpu
     return result
