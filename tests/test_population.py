@@ -27,6 +27,14 @@ def oral_system(**values):
                              **({"ka": 1.5, "ke": 0.1, "cl": 0.04} | values))
 
 
+def constant_system():
+    """``f' = -k f`` with ``k`` held at 0: each group's constant is its initial state."""
+    def constant(f, x, k):
+        return (f["f"].d("t") + k * f["f"],)
+    return pk.EquationSystem(constant, outputs=("f",), inputs=("t",),
+                             k=pk.Parameter(0.0, fixed=True))
+
+
 def closed_form(t, dose, ka, ke, cl):
     return dose * ka * ke / cl / (ka - ke) * (np.exp(-ke * t) - np.exp(-ka * t))
 
@@ -55,10 +63,7 @@ def test_the_plain_right_hand_side_is_the_jets_and_the_grid_integrator_the_close
 
 def test_a_linear_population_is_the_linear_mixed_models_closed_form_maximum_likelihood():
     # f' = 0 with f(0) = mu + eta_i: y_ij = mu + eta_i + e_ij, the balanced one-way model
-    def constant(f, x, k):
-        return (f["f"].d("t") + k * f["f"],)
-    system = pk.EquationSystem(constant, outputs=("f",), inputs=("t",),
-                               k=pk.Parameter(0.0, fixed=True))
+    system = constant_system()
     rng = np.random.default_rng(3)
     G, n = 9, 5
     y = 2.0 + rng.normal(0, 0.7, G)[:, None] + rng.normal(0, 0.4, (G, n))
@@ -225,11 +230,7 @@ def test_grouped_data_refuses_what_it_cannot_hold():
 
 def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothing():
     import warnings
-
-    def constant(f, x, k):
-        return (f["f"].d("t") + k * f["f"],)
-    system = pk.EquationSystem(constant, outputs=("f",), inputs=("t",),
-                               k=pk.Parameter(0.0, fixed=True))
+    system = constant_system()
     rng = np.random.default_rng(4)
     y = 1.0 + rng.normal(0, 0.5, 6)[:, None] + rng.normal(0, 0.3, (6, 4))
     data = GroupedData(np.repeat(np.arange(6), 4), np.tile(np.linspace(0, 1, 4), 6),
