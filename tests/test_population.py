@@ -242,3 +242,26 @@ def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothin
         more = fit_population(pop, branches=False, starts=2)
     assert more.loglik == pytest.approx(one.loglik, abs=1e-6)
     assert more.branches["lines"] == []
+
+
+@pytest.mark.slow
+def test_a_covariates_power_and_a_full_omega_are_recovered_from_a_simulated_population():
+    rng = np.random.default_rng(5)
+    G = 30
+    weight = rng.uniform(50, 100, G)
+    effects = {"ka": Random(1.5, sd=0.3), "ke": Shared(0.1),
+               "cl": Random(0.04, sd=0.2, covariates=("Wt",))}
+    data, truth = simulate_population(
+        oral_system(), np.array([0.5, 1, 2, 4, 8, 12, 24.0]), {"A": "Dose", "C": 0.0},
+        effects, {"ka": 0.3, "cl": 0.2}, 0.1, groups=G, noise="log",
+        covariates={"Dose": np.full(G, 4.0), "Wt": weight}, seed=5, observe=("C",),
+        beta={"cl~Wt": 0.75})
+    pop = PopulationODE(oral_system(), data, {"A": "Dose", "C": 0.0}, effects, noise="log",
+                        omega="full")
+    fit = fit_population(pop, branches=False)
+    iv = fit.intervals(0.999)
+    assert iv["cl~Wt"]["log"][1] <= 0.75 <= iv["cl~Wt"]["log"][2]
+    assert iv["cl~Wt"]["log"][1] > 0                    # the weight is seen
+    corr = iv["corr(ka,cl)"]["value"]
+    assert -1 < corr < 1 and np.isfinite(corr)
+    assert fit.omega.shape == (2, 2) and np.allclose(fit.omega, fit.omega.T)

@@ -12,7 +12,7 @@ __all__ = ["simulate_population"]
 
 
 def simulate_population(system, times, initial, effects, sd, sigma, groups=20, noise="log",
-                        covariates=None, jitter=0.0, seed=0, observe=None):
+                        covariates=None, jitter=0.0, seed=0, observe=None, beta=None):
     r"""Draw a population's data from the law ``system`` with the effects' starting values
     as the truth (:class:`~pyro_pidkl.population.effects.Random`'s ``init`` the population
     value), random-effect sds ``sd`` ``{coefficient: sd}`` (independent), noise sd
@@ -22,6 +22,8 @@ def simulate_population(system, times, initial, effects, sd, sigma, groups=20, n
         of the gap to the next, kept increasing).
     :param covariates: ``{name: (groups,)}`` group covariates (a dose).
     :param observe: the measured outputs (default the system's first).
+    :param dict beta: fixed effects to hold instead of the starting values, by name
+        (unconstrained: a covariate's slope ``"cl~Wt"``, a population value's log).
     :returns: ``(GroupedData, truth)``: ``truth`` the groups' coefficients ``(G, P)``
         (unconstrained) and the population's fixed effects.
     """
@@ -41,7 +43,13 @@ def simulate_population(system, times, initial, effects, sd, sigma, groups=20, n
     data = GroupedData(g, t, placeholder,
                        {k: v[g] for k, v in covariates.items()}, t0=float(min(0.0, t.min())))
     pop = PopulationODE(system, data, initial, effects, noise=noise)
-    beta = pop.beta_start.clone()
+    given = dict(beta or {})
+    unknown = [k for k in given if k not in pop.beta_names]
+    if unknown:
+        raise KeyError(f"Expected fixed effects among {pop.beta_names}; got {unknown}")
+    beta = torch.tensor([given.get(n, float(b)) for n, b in zip(pop.beta_names,
+                                                                 pop.beta_start)],
+                        dtype=torch.float64)
     eta = torch.as_tensor(rng.normal(size=(groups, pop.B.shape[1])) *
                           np.array([sd[n] for n in pop.random_names]))
     phi = pop.phi(beta, eta)
