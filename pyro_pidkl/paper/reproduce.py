@@ -7,6 +7,8 @@ import functools
 import json
 import multiprocessing
 import os
+import signal
+import threading
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -360,9 +362,18 @@ def reproduce(experiment_name, methods=None, seeds=None, num_steps=None, out="ru
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
                                        initializer=worker_init, initargs=(1,))
             try:
-                futures = {pool.submit(run_one, experiment_name, method, seed, num_steps, 1,
-                                       seed == keep, cv_score): (method, seed)
-                           for method, seed in todo}
+                # workers are born ignoring Ctrl-C (it reaches the whole process group; the
+                # parent handles it): one interrupted while still importing, before its
+                # initializer ran, printed a traceback
+                main = threading.current_thread() is threading.main_thread()
+                handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+                try:
+                    futures = {pool.submit(run_one, experiment_name, method, seed, num_steps,
+                                           1, seed == keep, cv_score): (method, seed)
+                               for method, seed in todo}
+                finally:
+                    if main:
+                        signal.signal(signal.SIGINT, handler)
                 def running():
                     names = [f"{m} seed {s}" for f, (m, s) in futures.items() if f.running()]
                     bar.set_postfix_str("running " + ", ".join(names) if names else "")
