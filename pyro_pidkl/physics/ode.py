@@ -236,12 +236,7 @@ class ExplicitODE:
             return X[..., [0] * t_eval.size]
         where = np.clip(t_eval / h, 0.0, n)
         i = np.minimum(np.floor(where).astype(int), n - 1)
-        s = torch.as_tensor(where - i)
-        s2, s3 = s * s, s * s * s
-        h00, h10 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s
-        h01, h11 = -2 * s3 + 3 * s2, s3 - s2
-        return (h00 * X[..., i] + h10 * h * D[..., i]
-                + h01 * X[..., i + 1] + h11 * h * D[..., i + 1])
+        return _hermite(X, D, i, torch.as_tensor(where - i), h)
 
     def integrate_grid(self, x0, grid, t_eval, values=None, t_offset=None, grad=False):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at ``grid[0]`` by one step of
@@ -286,12 +281,18 @@ class ExplicitODE:
         i = np.clip(np.searchsorted(grid, t_eval, side="right") - 1, 0, n - 1)
         h = grid[i + 1] - grid[i]
         s = torch.as_tensor(np.clip((t_eval - grid[i]) / h, 0.0, 1.0))
-        h = torch.as_tensor(h)
-        s2, s3 = s * s, s * s * s
-        h00, h10 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s
-        h01, h11 = -2 * s3 + 3 * s2, s3 - s2
-        return (h00 * X[..., i] + h10 * h * D[..., i]
-                + h01 * X[..., i + 1] + h11 * h * D[..., i + 1])
+        return _hermite(X, D, i, s, torch.as_tensor(h))
+
+
+def _hermite(X, D, i, s, h):
+    """The cubic Hermite interpolant of node states ``X`` and slopes ``D`` ``(B, C, n + 1)``
+    in the interval starting at node ``i`` ``(T,)``, at fractions ``s`` of its length ``h``
+    (a number or ``(T,)``): ``(B, C, T)``."""
+    s2, s3 = s * s, s * s * s
+    h00, h10 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s
+    h01, h11 = -2 * s3 + 3 * s2, s3 - s2
+    return (h00 * X[..., i] + h10 * h * D[..., i]
+            + h01 * X[..., i + 1] + h11 * h * D[..., i + 1])
 
 
 def _rk4_step(F, t, x, h):

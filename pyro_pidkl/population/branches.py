@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from scipy.stats import qmc
 
+from .model import central_batch
+
 __all__ = ["APART", "LIKELY", "SAME_FIT", "find_branches", "population_optima"]
 
 #: two minima fit a group's data equally when their sums of squared standardised residuals
@@ -89,11 +91,8 @@ def _individual_fits(pop, fit, offsets, iterations=25, steps=None):
     gi = torch.as_tensor(pop.obs_group)
 
     def residuals(theta):            # theta (G, S, P): r (G, S, n) masked, J (G, S, n, P)
-        flat = theta.reshape(-1, P)
-        h = 1e-5 * torch.clamp(flat.abs(), min=1.0)
-        eye = torch.eye(P, dtype=flat.dtype)
-        batch = torch.cat([flat[:, None], flat[:, None] + h[:, :, None] * eye,
-                           flat[:, None] - h[:, :, None] * eye], 1).reshape(-1, P)
+        batch, h = central_batch(theta.reshape(-1, P))
+        batch = batch.reshape(-1, P)
         rows = np.repeat(np.repeat(np.arange(G), S), 2 * P + 1)
         with torch.no_grad():
             X = pop.trajectories(batch, rows, steps=steps)

@@ -40,6 +40,7 @@ from torch.distributions import biject_to, constraints
 
 from ..diagnostics.adequacy import ModelMisfitWarning
 from .branches import find_branches, population_optima, say_optima
+from .model import central_batch
 from .result import PopulationFit
 
 __all__ = ["fit_population"]
@@ -56,10 +57,7 @@ def _predictions(pop, phi, steps, jacobian=True):
         with torch.no_grad():
             X = pop.trajectories(phi, np.arange(G), steps=steps)
         return pop.working(X, pop.obs_group), None
-    h = FD_STEP * torch.clamp(phi.abs(), min=1.0)                       # (G, P)
-    eye = torch.eye(P, dtype=phi.dtype)
-    moved = torch.cat([phi[:, None, :], phi[:, None, :] + h[:, :, None] * eye,
-                       phi[:, None, :] - h[:, :, None] * eye], 1)       # (G, 2P + 1, P)
+    moved, h = central_batch(phi, FD_STEP)                     # (G, 2P + 1, P), (G, P)
     rows = np.repeat(np.arange(G), 2 * P + 1)
     with torch.no_grad():
         X = pop.trajectories(moved.reshape(-1, P), rows, steps=steps)

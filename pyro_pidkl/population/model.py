@@ -31,12 +31,22 @@ from ..physics.system import EquationSystem
 from .effects import Effect, PerGroup, Random, Shared
 from .groups import GroupedData
 
-__all__ = ["PopulationODE", "STEP_TOLERANCE"]
+__all__ = ["PopulationODE", "STEP_TOLERANCE", "central_batch"]
 
 #: the Runge-Kutta steps are doubled until the predictions at the data move by less than
 #: this fraction of each output's spread
 STEP_TOLERANCE = 1e-3
 NOISES = ("additive", "log")
+
+
+def central_batch(phi, step=1e-5):
+    """``phi`` ``(M, P)`` and its central-difference moves: ``(batch (M, 2P + 1, P), h
+    (M, P))``, each row's ``phi``, then ``phi + h_j e_j``, then ``phi - h_j e_j``, with
+    ``h = step * max(|phi|, 1)``."""
+    h = step * torch.clamp(phi.abs(), min=1.0)
+    eye = torch.eye(phi.shape[1], dtype=phi.dtype)
+    return torch.cat([phi[:, None], phi[:, None] + h[:, :, None] * eye,
+                      phi[:, None] - h[:, :, None] * eye], 1), h
 
 
 class _Entry:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .model import central_batch
+
 __all__ = ["PopulationFit"]
 
 
@@ -230,9 +232,8 @@ def _curve_jacobian(pop, phi, row, times, steps, h=1e-5):
     """The trajectories ``(C, T)`` at ``phi`` ``(P,)`` of group ``row`` and their central
     difference derivatives ``(C, T, P)``."""
     P = phi.shape[0]
-    step = h * torch.clamp(phi.abs(), min=1.0)
-    eye = torch.eye(P, dtype=torch.float64)
-    batch = torch.cat([phi[None], phi[None] + step[:, None] * eye, phi[None] - step[:, None] * eye])
+    batch, step = central_batch(phi[None], h)
+    batch, step = batch[0], step[0]
     with torch.no_grad():
         X = pop.trajectories(batch, np.full(2 * P + 1, row), times=times, steps=steps)
     J = (X[1:P + 1] - X[P + 1:]) / (2 * step[:, None, None])
