@@ -620,6 +620,9 @@ if __name__ == "__main__":
     args = parser.parse_args()
     os.environ.pop("PIDKL_NOTEBOOK_STEPS", None)
     os.environ.pop("MPLBACKEND", None)        # the inline backend, so figures are kept
+    # one torch thread, as the tests run them (tests/test_notebooks.py holds a notebook that
+    # runs at its own settings there to the numbers committed here)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     for name, cells in NOTEBOOKS.items():
         if args.names and name not in args.names:
             continue

@@ -31,3 +31,11 @@ def _fresh_pyro():
 
 
 torch.set_default_dtype(torch.float64)
+# one torch thread per test process: as fast as two on this project's 2-core machines, and
+# `.ci/run` runs the slow tests in two processes (pytest-xdist), which two threads each
+# would oversubscribe
+THREADS = os.environ.get("PIDKL_TEST_THREADS", "1")
+torch.set_num_threads(int(THREADS))
+# ... and in what the tests start (the doc blocks, the notebooks' kernels, the CLI)
+os.environ.setdefault("OMP_NUM_THREADS", THREADS)
+os.environ.setdefault("MKL_NUM_THREADS", THREADS)
