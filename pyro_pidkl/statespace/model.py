@@ -30,12 +30,9 @@ from ..physics.system import EquationSystem
 from .fit import fit_ode_filter, laplace, smoothed_values
 from .ode_filter import ODEFilter
 from .prediction import parameter_variance
+from .search import SEARCH_DATA, thin
 
 __all__ = ["StateSpaceGP"]
-
-#: the most data of an output that the loose stage and the search see (evenly thinned: they
-#: only need the basin; the refinement sees all)
-SEARCH_DATA = 200
 
 #: uniform nodes of the loose stage's filter, besides the data's times
 COARSE_NODES = 24
@@ -44,14 +41,6 @@ COARSE_NODES = 24
 #: (the search's design spans a thousand either way): its Laplace curvature is taken in the
 #: rate, not its log (:meth:`StateSpaceGP._at_zero`)
 AT_ZERO = 1e6
-
-
-def _thin(t, y, most):
-    """At most ``most`` of the data ``(t, y)``, evenly spaced in their order."""
-    if len(t) <= most:
-        return t, y
-    keep = np.unique(np.linspace(0, len(t) - 1, most).round().astype(int))
-    return t[keep], y[keep]
 
 
 class StateSpaceGP(PyroModule):
@@ -151,7 +140,7 @@ class StateSpaceGP(PyroModule):
                                 q=order)
         # the loose stage's filter: the data's times and a few nodes between (a rough fit
         # that only needs the basin)
-        self.thinned = [_thin(t, y, SEARCH_DATA) for t, y in observations]
+        self.thinned = [thin(t, y, SEARCH_DATA) for t, y in observations]
         self.coarse = ODEFilter(ode, self.thinned, transforms, t0, t1, sizes,
                                 nodes=min(nodes, COARSE_NODES), q=min(order, 2))
         self.known = {self.components.index(k): float(v) for k, v in (known or {}).items()}

@@ -9,7 +9,11 @@ import torch
 
 from .fit import smoothed_values
 
-__all__ = ["search"]
+__all__ = ["SEARCH_DATA", "search", "thin"]
+
+#: the most data of an output that the loose stage and the search see (evenly thinned: they
+#: only need the basin; the refinement sees all)
+SEARCH_DATA = 200
 
 #: Levenberg-Marquardt iterations of the search's first stage (the library's systems run 30:
 #: here the loose fit's answer comes first, and the solver's likelihood refines the best)
@@ -79,3 +83,11 @@ def search(model, loose=None):
                                 iterations=SEARCH_ITERATIONS, steps=8,
                                 known=model.known or None)
     return found.theta, found.x0, found.cost
+
+
+def thin(t, y, most):
+    """At most ``most`` of the data ``(t, y)``, evenly spaced in their order."""
+    if len(t) <= most:
+        return t, y
+    keep = np.unique(np.linspace(0, len(t) - 1, most).round().astype(int))
+    return t[keep], y[keep]

@@ -5,7 +5,7 @@ optimum, and what that uncertainty adds to a prediction.
 The Laplace approximation is taken at the converged linearisation
 (:func:`~pyro_pidkl.infer.laplace.laplace_parts`), its intervals read off by
 :func:`~pyro_pidkl.infer.laplace.coefficient_intervals`. A prediction carries it by sigma
-points (:func:`~pyro_pidkl.infer.laplace.sigma_points`): with :math:`\Sigma = \sum_k s_k
+points (:func:`~pyro_pidkl.infer.sigma_points.sigma_points`): with :math:`\Sigma = \sum_k s_k
 s_k^\top` the joint covariance of the parameters, the posterior mean :math:`\mu(\cdot)` is
 recomputed at the parameters moved by :math:`\pm s_k`, and
 
@@ -31,7 +31,8 @@ import torch
 from pyro.nn import PyroParam
 
 from ...infer.laplace import (coefficient_intervals, laplace_covariance, laplace_parts,
-                             parameters_at, sigma_points)
+                             parameters_at)
+from ...infer.sigma_points import sigma_points
 from ...param_scope import own_parameters
 from .edits import edits_log_density
 from .resolution import unresolved_intervals
@@ -208,7 +209,7 @@ class ParameterUncertainty:
         return out
 
     def _sigma_points(self):
-        """:func:`~pyro_pidkl.infer.laplace.sigma_points`, cached with the state; empty
+        """:func:`~pyro_pidkl.infer.sigma_points.sigma_points`, cached with the state; empty
         before a fit or with ``parameter_uncertainty=False``."""
         key = (self._state_key(), bool(self.fitted), bool(self.parameter_uncertainty))
         cached = getattr(self, "_sigma_cache", None)

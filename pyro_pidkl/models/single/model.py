@@ -157,7 +157,7 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
         ``newton_tol``, ``newton_max_iter`` (Gauss-Newton's relative tolerance on the
         linearisation point, and its iterations); ``parameter_uncertainty`` (default
         ``True``: predictions carry the Laplace uncertainty of the coefficients and of the
-        GP's identified parameters, :func:`~pyro_pidkl.infer.laplace.sigma_points`, once
+        GP's identified parameters, :func:`~pyro_pidkl.infer.sigma_points.sigma_points`, once
         fitted); ``feature_net`` (the feature map of ``kernel="deep"``); those of
         :class:`~pyro_pidkl.models.pidkl.exact_gp.ExactGP`; and the older keywords of each
         part's fields (``design``, ``seed``, ``collocation_refine``, ``fit_collocation``;
