@@ -7,6 +7,7 @@ absorption, logistic growth; 10-40 subjects, 4-6 samples each, 10-30% log-normal
     python benchmarks/population.py theophylline
     python benchmarks/population.py calibration --datasets 0-39 [--families ...]
     python benchmarks/population.py summary
+    python benchmarks/population.py threads      # the theophylline fit on 1 and 2 threads
 
 Records: ``docs/results/population_calibration.jsonl`` (one per dataset, resumable) and
 ``docs/results/population_theophylline.jsonl``.
@@ -229,14 +230,28 @@ def summary():
               f"[{min(cpu):.1f}, {max(cpu):.1f}], failed {failed}")
 
 
+def threads():
+    """The theophylline fit at ``threads=1`` (the default) and at torch's two threads, one
+    after the other in this process: CPU and wall seconds of each (nothing recorded)."""
+    torch.set_num_threads(2)
+    for n in (1, 2):
+        pop = theophylline_model()
+        cpu, wall = time.process_time(), time.perf_counter()
+        fit = fit_population(pop, threads=n)
+        print(f"threads {n}: {time.process_time() - cpu:.1f} CPU s, "
+              f"{time.perf_counter() - wall:.1f} s wall, log-likelihood {fit.loglik:.4f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("theophylline", "calibration", "summary"))
+    ap.add_argument("what", choices=("theophylline", "calibration", "summary", "threads"))
     ap.add_argument("--datasets", default="0-39")
     ap.add_argument("--families", default=",".join(FAMILIES))
     args = ap.parse_args()
     if args.what == "theophylline":
         theophylline()
+    elif args.what == "threads":
+        threads()
     elif args.what == "calibration":
         calibration(records.seeds(args.datasets), args.families.split(","))
         summary()

@@ -128,3 +128,20 @@ def test_bad_equation_definitions_are_named():
     eq = physics.heat_1d()
     with pytest.raises(ValueError, match="unknown: \\('x',\\)"):
         eq.check_inputs(("s", "t"))
+
+
+def test_a_parameters_constraint_by_name_or_refused_in_one_line():
+    import pytest
+    from torch.distributions import constraints
+
+    from pyro_pidkl.physics import Parameter
+    assert Parameter(1.0, "positive").constraint is constraints.positive
+    assert Parameter(0.3, "unit_interval").constraint is constraints.unit_interval
+    assert Parameter(-2.0, "real").constraint is constraints.real
+    with pytest.raises(ValueError, match="violates the constraint"):
+        Parameter(-1.0, "positive")
+    with pytest.raises(ValueError, match="Expected a constraint named one of") as e:
+        Parameter(1.0, "postive")
+    assert "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="Expected a torch.distributions constraint"):
+        Parameter(1.0, 3)

@@ -244,6 +244,32 @@ def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothin
     assert more.branches["lines"] == []
 
 
+def test_a_population_fit_runs_on_one_thread_and_puts_the_count_back():
+    import torch
+    system = constant_system()
+    rng = np.random.default_rng(5)
+    y = 1.0 + rng.normal(0, 0.5, 5)[:, None] + rng.normal(0, 0.3, (5, 4))
+    data = GroupedData(np.repeat(np.arange(5), 4), np.tile(np.linspace(0, 1, 4), 5),
+                       {"f": y.ravel()})
+    pop = PopulationODE(system, data, initial={"f": Random(0.5, sd=0.5)})
+    before = torch.get_num_threads()
+    seen = []
+    original = pop.phi
+    pop.phi = lambda *a, **k: (seen.append(torch.get_num_threads()), original(*a, **k))[1]
+    try:
+        torch.set_num_threads(2)
+        one = fit_population(pop, branches=False, threads=1)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        two = fit_population(pop, branches=False, threads=2)
+        assert set(seen) == {2}
+    finally:
+        torch.set_num_threads(before)
+    assert two.loglik == pytest.approx(one.loglik, abs=1e-8)
+    with pytest.raises(ValueError, match="Expected threads to be 'auto', None or an integer"):
+        fit_population(pop, branches=False, threads=0)
+
+
 @pytest.mark.slow
 def test_a_covariates_power_and_a_full_omega_are_recovered_from_a_simulated_population():
     rng = np.random.default_rng(5)

@@ -36,13 +36,15 @@ class Parameter:
     """Specification of an unknown equation parameter.
 
     :param float init: initial value (in constrained space).
-    :param constraint: a ``torch.distributions.constraints`` object (default ``positive``).
+    :param constraint: a ``torch.distributions.constraints`` object (default ``positive``)
+        or its name: ``"positive"``, ``"nonnegative"``, ``"real"``, ``"unit_interval"``.
     :param prior: optional ``pyro.distributions`` prior: the parameter becomes a
         ``pyro.sample`` site (a Bayesian parameter that needs a guide).
     :param bool fixed: a known constant, not learned.
     """
 
     def __init__(self, init, constraint=constraints.positive, prior=None, fixed=False):
+        constraint = _as_constraint(constraint)
         init_t = torch.as_tensor(init, dtype=torch.float64)
         if not torch.isfinite(init_t).all():
             raise ValueError(f"Expected a finite initial value; got {init!r}")
@@ -53,6 +55,24 @@ class Parameter:
     def __repr__(self):
         kind = "fixed" if self.fixed else ("prior" if self.prior is not None else "learned")
         return f"Parameter({self.init.tolist()!r}, {kind})"
+
+
+#: the constraints a :class:`Parameter` takes by name
+CONSTRAINT_NAMES = {"positive": constraints.positive, "nonnegative": constraints.nonnegative,
+                    "real": constraints.real, "unit_interval": constraints.unit_interval}
+
+
+def _as_constraint(constraint):
+    """A ``torch.distributions`` constraint, or one of :data:`CONSTRAINT_NAMES` by name."""
+    if isinstance(constraint, str):
+        if constraint not in CONSTRAINT_NAMES:
+            raise ValueError(f"Expected a constraint named one of {sorted(CONSTRAINT_NAMES)}; "
+                             f"got {constraint!r}")
+        return CONSTRAINT_NAMES[constraint]
+    if not isinstance(constraint, constraints.Constraint):
+        raise TypeError(f"Expected a torch.distributions constraint or its name for a "
+                        f"Parameter; got {type(constraint).__name__}")
+    return constraint
 
 
 def _as_parameter(value):

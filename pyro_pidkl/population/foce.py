@@ -39,6 +39,7 @@ import torch
 from torch.distributions import biject_to, constraints
 
 from ..diagnostics.adequacy import ModelMisfitWarning
+from ..infer.threads import fit_threads, torch_threads
 from .branches import find_branches, population_optima, say_optima
 from .model import central_batch
 from .result import PopulationFit
@@ -279,7 +280,8 @@ def _rounds(pop, beta, eta, omega, sigma, psi, steps, full, iterations, tol, his
     return beta, eta, omega, sigma, psi, converged, steps
 
 
-def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed=0, starts=0):
+def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed=0, starts=0,
+                   threads="auto"):
     r"""Fit a :class:`~pyro_pidkl.population.PopulationODE` by the Laplace (FOCE) marginal
     likelihood (module docstring).
 
@@ -291,8 +293,16 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
     :param int starts: refit the population from this many further starts of the fixed
         effects (:func:`~pyro_pidkl.population.branches.population_optima`), report the most
         likely and warn of another optimum nearly as likely.
+    :param threads: torch threads during the fit (:func:`~pyro_pidkl.infer.threads.fit_threads`:
+        one by default, as for every fit of the library).
     :returns: a :class:`~pyro_pidkl.population.result.PopulationFit`.
     """
+    with torch_threads(fit_threads(pop, threads)):
+        return _fit_population(pop, iterations, tol, steps, branches, seed, starts)
+
+
+def _fit_population(pop, iterations, tol, steps, branches, seed, starts):
+    """:func:`fit_population` at the thread count it chose."""
     began, cpu = time.perf_counter(), time.process_time()
     G, q = pop.n_groups, pop.B.shape[1]
     beta = pop.beta_start.clone()
@@ -335,7 +345,7 @@ def fit_population(pop, iterations=50, tol=1e-6, steps=None, branches=True, seed
         result = found[0]                       # the most likely is reported
         optima = say_optima(pop, found)
         for line in optima:
-            warnings.warn(line, ModelMisfitWarning, stacklevel=2)
+            warnings.warn(line, ModelMisfitWarning, stacklevel=3)
     if branches:
         result.branches = find_branches(pop, result, seed=seed, refit=fit_population)
     result.branches.setdefault("lines", [])
