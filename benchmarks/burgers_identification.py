@@ -75,7 +75,7 @@ def burgers(f, x, l1, l2):
     return f.d("t") + l1 * f * f.d("x") - l2 * f.d("x", "x")
 
 
-def run(points, noise):
+def run(points, noise, lines=0):
     X, u = sample(points, noise)
     eq = Equation(burgers, inputs=("x", "t"), name="burgers", l1=Parameter(0.5),
                   l2=Parameter(0.01))
@@ -104,6 +104,16 @@ def run(points, noise):
     truth_u = exact(grid[:, 0], grid[:, 1])
     mean = model.posterior_mean(torch.tensor(grid)).numpy()
     row["u_rel_l2"] = float(np.linalg.norm(mean - truth_u) / np.linalg.norm(truth_u))
+    if lines:
+        from pyro_pidkl.models.conditioning.method_of_lines import method_of_lines_check
+        check = method_of_lines_check(model, nodes=lines)
+        row["method_of_lines"] = {
+            "nodes": lines, "verdict": check.verdict, "grid_shift": check.grid_shift,
+            "fit_loglik": check.fit_loglik, "lines_loglik": check.lines_loglik,
+            "cpu_s": round(check.seconds, 1),
+            "coefficients": {n: dict(v, error_pct=100 * abs(v["value"] - TRUTH[n]) / TRUTH[n],
+                                     covers=v["lower"] <= TRUTH[n] <= v["upper"])
+                             for n, v in check.lines.items()}}
     return row
 
 
@@ -123,11 +133,13 @@ def main():
     parser.add_argument("--points", type=int, default=2000)
     parser.add_argument("--noise", type=float, nargs="*", default=[0.0, 0.01])
     parser.add_argument("--out", help="append each row as JSON to this file")
+    parser.add_argument("--lines", type=int, default=0,
+                        help="also the method-of-lines check on this many space nodes")
     args = parser.parse_args()
     print(f"Burgers identification, {args.points} points, commit {commit()}, one thread")
     for k, noise in enumerate(args.noise):
         with torch_threads(1):
-            row = run(args.points, noise)
+            row = run(args.points, noise, args.lines)
         row["commit"] = commit()
         print(f"\nnoise {noise:.0%}: {row['cpu_s']} CPU s, u's relative L2 on a 64 x 25 grid "
               f"{row['u_rel_l2']:.3g}")
@@ -137,6 +149,15 @@ def main():
                   f"{'-' if pinn is None else f'{pinn}%'}), 90% [{v['lower']:.5g}, "
                   f"{v['upper']:.5g}] covers {v['covers']}, identified {v['identified']}, "
                   f"resolved {v['resolved']}, between-points estimate {v['between']}")
+        if "method_of_lines" in row:
+            m = row["method_of_lines"]
+            print(f"  method of lines ({m['nodes']} nodes, {m['cpu_s']} CPU s): {m['verdict']}, "
+                  f"log-likelihood {m['fit_loglik']:.1f} at the fit, {m['lines_loglik']:.1f} "
+                  f"at its optimum, grid shift {m['grid_shift']:.2f}")
+            for n, v in m["coefficients"].items():
+                print(f"    {n}: {v['value']:.6g} ({v['error_pct']:.2f}% off), 90% "
+                      f"[{v['lower']:.5g}, {v['upper']:.5g}] covers {v['covers']} "
+                      "(given the posterior's initial and boundary values)")
         for w in row["warnings"]:
             print(f"  warning: {w[:300]}")
         print(f"  target (within 1% / 5% and covering, or warned and not identified): "

@@ -78,6 +78,14 @@ class ConditionedModel(LinearisedConditioning, ParameterUncertainty):
                      f"it is kept")
             self.stage_seconds[name] = time.process_time() - began
 
+    def method_of_lines_check(self, nodes=256, prob=0.9):
+        """The fitted equation integrated by the method of lines from the posterior's
+        initial and boundary values and scored on the data beside this fit
+        (:func:`~pyro_pidkl.models.conditioning.method_of_lines.method_of_lines_check`: an
+        evolution PDE in one space input and time ``t``; others are refused in one line)."""
+        from .method_of_lines import method_of_lines_check
+        return method_of_lines_check(self, nodes=nodes, prob=prob)
+
     # -- the residual noise ----------------------------------------------------------------
     def _set_residual_noise(self, part):
         r""":math:`\tau` from a :class:`~pyro_pidkl.models.parts.residual.ResidualNoise`:
