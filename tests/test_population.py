@@ -228,14 +228,18 @@ def test_grouped_data_refuses_what_it_cannot_hold():
                       GroupedData([0], [1.0], {"f": [1.0]}), {"f": 1.0})
 
 
+def constant_population(seed, groups, samples=4):
+    """A population of constants (f' = 0, f(0) random): sd 0.5 between groups, 0.3 within."""
+    rng = np.random.default_rng(seed)
+    y = 1.0 + rng.normal(0, 0.5, groups)[:, None] + rng.normal(0, 0.3, (groups, samples))
+    data = GroupedData(np.repeat(np.arange(groups), samples),
+                       np.tile(np.linspace(0, 1, samples), groups), {"f": y.ravel()})
+    return PopulationODE(constant_system(), data, initial={"f": Random(0.5, sd=0.5)})
+
+
 def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothing():
     import warnings
-    system = constant_system()
-    rng = np.random.default_rng(4)
-    y = 1.0 + rng.normal(0, 0.5, 6)[:, None] + rng.normal(0, 0.3, (6, 4))
-    data = GroupedData(np.repeat(np.arange(6), 4), np.tile(np.linspace(0, 1, 4), 6),
-                       {"f": y.ravel()})
-    pop = PopulationODE(system, data, initial={"f": Random(0.5, sd=0.5)})
+    pop = constant_population(seed=4, groups=6)
     one = fit_population(pop, branches=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -246,12 +250,7 @@ def test_more_starts_find_the_same_optimum_of_a_linear_population_and_say_nothin
 
 def test_a_population_fit_runs_on_one_thread_and_puts_the_count_back():
     import torch
-    system = constant_system()
-    rng = np.random.default_rng(5)
-    y = 1.0 + rng.normal(0, 0.5, 5)[:, None] + rng.normal(0, 0.3, (5, 4))
-    data = GroupedData(np.repeat(np.arange(5), 4), np.tile(np.linspace(0, 1, 4), 5),
-                       {"f": y.ravel()})
-    pop = PopulationODE(system, data, initial={"f": Random(0.5, sd=0.5)})
+    pop = constant_population(seed=5, groups=5)
     before = torch.get_num_threads()
     seen = []
     original = pop.phi
