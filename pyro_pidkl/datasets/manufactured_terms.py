@@ -39,7 +39,6 @@ NONLINEAR_TERMS = {
 LINEAR_TERMS = ("value", "gradient", "variable", "xgradient", "mixed")
 
 
-
 # -- random construction ---------------------------------------------------------------
 
 def _uniform(g, a, b):

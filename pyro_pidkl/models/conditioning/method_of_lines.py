@@ -25,13 +25,15 @@ unresolved (its numbers are not to be trusted), and the check says so.
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.distributions import biject_to
 
+from ...infer.deviance import data_nll
 from ...physics.derivatives import Field, Inputs
+from .stages import stage_tolerance
 
 __all__ = ["GRID_TOLERANCE", "MethodOfLinesCheck", "method_of_lines_check"]
 
@@ -62,7 +64,6 @@ class MethodOfLinesCheck:
     nodes: int
     grid_shift: float
     seconds: float
-    lines_text: list = field(default_factory=list)
 
     def summary(self):
         """One line per coefficient and one for the verdict."""
@@ -200,8 +201,9 @@ def _values(model, coefficients, z):
 
 
 def _loglik(residual):
-    n = residual.size
-    return -0.5 * n * math.log(max(float(np.sum(residual ** 2)) / n, 1e-300))
+    """The data's Gaussian log-likelihood, the noise at its maximum, constants dropped
+    (:func:`~pyro_pidkl.infer.deviance.data_nll` of one component)."""
+    return -float(data_nll(residual[None], np.zeros(residual.size, dtype=int), ())[0])
 
 
 def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
@@ -235,12 +237,12 @@ def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
     at_fit = residual(z_fit)
     opt = optimize.least_squares(residual, z_fit, method="lm", diff_step=1e-4,
                                  max_nfev=max_nfev * (len(z_fit) + 1))
-    best = opt.x if _loglik(opt.fun) >= _loglik(at_fit) else z_fit
-    r_best = residual(best)
+    moved = _loglik(opt.fun) >= _loglik(at_fit)
+    best, r_best = (opt.x, opt.fun) if moved else (z_fit, at_fit)
     fine = _Lines(model, 2 * int(nodes) - 1)
     shift = abs(_loglik(residual(best, fine)) - _loglik(r_best))
     # Gauss-Newton covariance of the unconstrained coefficients, the noise at its maximum
-    J = opt.jac if best is opt.x else optimize.approx_fprime(best, residual, 1e-4)
+    J = opt.jac if moved else optimize.approx_fprime(best, residual, 1e-4)
     s2 = float(np.sum(r_best ** 2)) / max(len(y) - len(best), 1)
     cov = np.linalg.pinv(J.T @ J) * s2
     zq = float(stats.norm.ppf(0.5 + prob / 2))
@@ -250,7 +252,7 @@ def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
         ends = [float(t(torch.tensor(best[k] + s * zq * sd))) for s in (-1.0, 1.0)]
         out[n] = {"value": float(t(torch.tensor(best[k]))), "lower": min(ends),
                   "upper": max(ends)}
-    tol = 0.5 * float(stats.chi2.ppf(0.99, len(best)))
+    tol = stage_tolerance(len(best))
     fit_ll, best_ll = _loglik(at_fit), _loglik(r_best)
     verdict = ("unresolved" if shift > GRID_TOLERANCE
                else "disagree" if best_ll - fit_ll > tol else "agree")
