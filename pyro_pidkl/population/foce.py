@@ -56,14 +56,11 @@ def _predictions(pop, phi, steps, jacobian=True):
     G, P = phi.shape
     if not jacobian:
         with torch.no_grad():
-            X = pop.trajectories(phi, np.arange(G), steps=steps)
-        return pop.working(X, pop.obs_group), None
+            return pop.data_predictions(phi, steps=steps), None
     moved, h = central_batch(phi, FD_STEP)                     # (G, 2P + 1, P), (G, P)
-    rows = np.repeat(np.arange(G), 2 * P + 1)
     with torch.no_grad():
-        X = pop.trajectories(moved.reshape(-1, P), rows, steps=steps)
-    X = X.reshape(G, 2 * P + 1, *X.shape[1:])
-    g_all = torch.stack([pop.working(X[:, k], pop.obs_group) for k in range(2 * P + 1)], 1)
+        g_all = pop.data_predictions(moved.reshape(-1, P), steps=steps,
+                                     variants=2 * P + 1)              # (n, 2P + 1)
     hd = h[torch.as_tensor(pop.obs_group)]                               # (n, P)
     F = (g_all[:, 1:P + 1] - g_all[:, P + 1:]) / (2 * hd)
     return g_all[:, 0], F

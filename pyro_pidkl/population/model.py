@@ -17,7 +17,10 @@ or the log (``noise="log"``: log-normal, a constant coefficient of variation) an
 once (fourth-order Runge-Kutta at a uniform step, read at each datum by its cubic Hermite
 interpolant: :meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate_uniform`), the number of
 steps chosen by doubling until the data's predictions move by less than
-:data:`STEP_TOLERANCE` of the data's spread.
+:data:`STEP_TOLERANCE` of the data's spread. A law that is affine in the state and reads no
+time (compartments with first-order rates: :func:`~pyro_pidkl.physics.affine_ode.is_affine`)
+is solved exactly instead, by the matrix exponential
+(:func:`~pyro_pidkl.physics.affine_ode.integrate_affine`), its steps unused.
 """
 
 import numpy as np
@@ -26,6 +29,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
+from ..physics.affine_ode import integrate_affine, is_affine
 from ..physics.ode import explicit_ode
 from ..physics.system import EquationSystem
 from .effects import Effect, PerGroup, Random, Shared
@@ -88,6 +92,7 @@ class PopulationODE:
         if self.ode is None:
             raise ValueError(f"Expected an explicit ODE in one input (each output's first "
                              f"derivative entering linearly); {system.name!r} is not one")
+        self.affine = is_affine(self.ode)
         self.system, self.data = system, data
         outputs = system.outputs
         unknown = [o for o in data.outputs if o not in outputs]
@@ -238,20 +243,48 @@ class PopulationODE:
         r"""The outputs ``(M, C, T)`` of the groups ``rows`` ``(M,)`` with coefficients ``phi``
         ``(M, P)`` at ``times`` (default the data's distinct times), ``steps`` Runge-Kutta
         steps over :math:`[t_0, \max t]`."""
+        coef, x0 = self._start(phi, rows)
+        times = self.times if times is None else np.asarray(times, dtype=float)
+        t0 = self.data.t0
+        offset = torch.full((phi.shape[0],), t0, dtype=torch.float64)
+        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+            if self.affine:                  # exact: the matrix exponential, no steps
+                return integrate_affine(self.ode, x0, times - t0, coef)
+            grid = self.grid(steps or self.steps or 64, float(times.max()) - t0)
+            return self.ode.integrate_grid(x0, grid, times - t0, coef, t_offset=offset,
+                                           grad=True)
+
+    def _start(self, phi, rows):
+        """The coefficients ``{name: (M,)}`` (known ones included) and initial states
+        ``(M, C)`` of the groups ``rows`` ``(M,)`` with coefficients ``phi`` ``(M, P)``."""
         coef, states = self.values(phi)
         coef.update({n: torch.full((phi.shape[0],), v, dtype=phi.dtype)
                      for n, v in self.known.items()})
         x0 = self.x0_known[torch.as_tensor(rows)]
         if states:
-            cols = [states.get(c, x0[:, c]) for c in range(x0.shape[1])]
-            x0 = torch.stack(cols, 1)
-        times = self.times if times is None else np.asarray(times, dtype=float)
-        t0 = self.data.t0
-        offset = torch.full((phi.shape[0],), t0, dtype=torch.float64)
-        grid = self.grid(steps or self.steps or 64, float(times.max()) - t0)
+            x0 = torch.stack([states.get(c, x0[:, c]) for c in range(x0.shape[1])], 1)
+        return coef, x0
+
+    def data_predictions(self, phi, steps=None, grad=False, variants=1):
+        """Each datum's prediction on its noise's scale from the groups' coefficients
+        ``phi`` ``(G, P)``: ``(n,)``; or, with ``variants`` ``k``, from ``k`` coefficient sets
+        a group (``phi`` ``(G k, P)``, each group's in turn): ``(n, k)``. :meth:`trajectories`
+        read at the data, or, for an affine law, one matrix exponential a datum and set."""
+        G, k = self.n_groups, int(variants)
         with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-            return self.ode.integrate_grid(x0, grid, times - t0, coef, t_offset=offset,
-                                           grad=True)
+            if not self.affine:
+                X = self.trajectories(phi, np.repeat(np.arange(G), k), steps=steps, grad=grad)
+                X = X.reshape(G, k, *X.shape[1:])
+                g = torch.stack([self.working(X[:, j], self.obs_group) for j in range(k)], 1)
+                return g[:, 0] if variants == 1 else g
+            coef, x0 = self._start(phi, np.repeat(np.arange(G), k))
+            rows = (self.obs_group[:, None] * k + np.arange(k)[None, :]).reshape(-1)
+            t = np.repeat(self.times[self.obs_time] - self.data.t0, k)
+            X = integrate_affine(self.ode, x0, t, coef, rows=rows)             # (n k, C)
+            f = X[torch.arange(X.shape[0]), torch.as_tensor(np.repeat(self.obs_comp, k))]
+            log = self.log_noise.repeat_interleave(k)
+            g = torch.where(log, torch.log(f.clamp_min(1e-300)), f).reshape(-1, k)
+            return g[:, 0] if variants == 1 else g
 
     def grid(self, steps, span=None):
         r"""``steps`` Runge-Kutta steps over :math:`[0, 	ext{span}]` (from ``t0``; default the
@@ -319,8 +352,7 @@ class PopulationODE:
             eta = pyro.sample("eta", dist.Normal(torch.zeros(q, dtype=torch.float64),
                                                  omega_sd).to_event(1))
         phi = self.phi(beta, eta)                                        # (G, P)
-        X = self.trajectories(phi, np.arange(self.n_groups), grad=True)  # (G, C, T)
-        g = self.working(X, self.obs_group)                               # (n,)
+        g = self.data_predictions(phi, grad=True)                        # (n,)
         with pyro.plate("data", g.shape[0]):
             pyro.sample("z", dist.Normal(g, sigma[torch.as_tensor(self.noise_index)]),
                         obs=self.obs_z)

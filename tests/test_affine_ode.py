@@ -1,0 +1,103 @@
+"""An affine autonomous ODE solved by the matrix exponential: against closed forms and the
+Runge-Kutta integrator, its gradient against finite differences, and the affine test against
+laws that are not (a product of states, a forcing in time)."""
+
+import math
+
+import numpy as np
+import torch
+
+import pyro_pidkl as pk
+from pyro_pidkl.physics.affine_ode import integrate_affine, is_affine
+
+D = torch.float64
+
+
+def oral(f, x, ka, ke, cl):
+    A, C = f["A"], f["C"]
+    return (A.d("t") + ka * A, C.d("t") - ka * ke / cl * A + ke * C)
+
+
+def three_compartments(f, x, ka, k10, k12, k21, V):
+    A, C, P = f["A"], f["C"], f["P"]
+    return (A.d("t") + ka * A, C.d("t") - ka * A / V + (k10 + k12) * C - k21 * P,
+            P.d("t") - k12 * C + k21 * P)
+
+
+def oral_ode():
+    return pk.explicit_ode(pk.EquationSystem(oral, outputs=("A", "C"), inputs=("t",), ka=1.5,
+                                             ke=0.1, cl=0.04))
+
+
+def test_one_compartment_is_its_closed_form_at_every_time_and_at_each_datum():
+    ode = oral_ode()
+    assert is_affine(ode)
+    ka, ke, cl = (torch.tensor(v, dtype=D) for v in ([1.5, 0.7, 3.0], [0.1, 0.2, 0.09],
+                                                      [0.04, 0.05, 0.03]))
+    x0 = torch.tensor([[4.0, 0.0], [3.0, 0.0], [5.0, 1.0]], dtype=D)
+    t = np.array([0.0, 0.25, 1.0, 3.7, 12.0, 24.0])
+    X = integrate_affine(ode, x0, t, {"ka": ka, "ke": ke, "cl": cl})
+    tt = torch.as_tensor(t)
+    a = x0[:, :1] * torch.exp(-ka[:, None] * tt)
+    c = (x0[:, :1] * ka[:, None] * ke[:, None] / (cl[:, None] * (ka - ke)[:, None])
+         * (torch.exp(-ke[:, None] * tt) - torch.exp(-ka[:, None] * tt))
+         + x0[:, 1:] * torch.exp(-ke[:, None] * tt))
+    assert torch.allclose(X[:, 0], a, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(X[:, 1], c, rtol=1e-11, atol=1e-13)
+    rows = np.array([2, 0, 0, 1])
+    times = np.array([3.7, 0.25, 24.0, 12.0])
+    pairs = integrate_affine(ode, x0, times, {"ka": ka, "ke": ke, "cl": cl}, rows=rows)
+    assert torch.allclose(pairs, X[rows, :, [3, 1, 5, 4]], rtol=1e-13)
+
+
+def test_a_stiff_three_compartment_system_is_the_runge_kutta_limit():
+    system = pk.EquationSystem(three_compartments, outputs=("A", "C", "P"), inputs=("t",),
+                               ka=1.2, k10=0.3, k12=40.0, k21=25.0, V=2.0)
+    ode = pk.explicit_ode(system)
+    assert is_affine(ode)
+    x0 = torch.tensor([[10.0, 0.0, 0.0]], dtype=D)
+    t = np.array([0.1, 0.5, 2.0, 6.0])
+    X = integrate_affine(ode, x0, t)
+    grid = np.linspace(0.0, 6.0, 6001)
+    R = ode.integrate_grid(x0, grid, t)
+    assert torch.allclose(X, R, rtol=1e-8, atol=1e-10)
+
+
+def test_the_gradient_in_the_coefficients_and_the_start_is_the_finite_difference():
+    ode = oral_ode()
+    t = np.array([0.5, 2.0, 9.0])
+
+    def f(ka, ke, cl, x0):
+        return integrate_affine(ode, x0, t, {"ka": ka, "ke": ke, "cl": cl})
+    args = tuple(torch.tensor(v, dtype=D, requires_grad=True)
+                 for v in ([1.3, 0.4], [0.11, 0.3], [0.05, 0.02], [[4.0, 0.5], [2.0, 0.0]]))
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_laws_that_are_not_affine_and_autonomous_are_said_so():
+    def logistic(f, x, r, K):
+        return (f["f"].d("t") - r * f["f"] * (1 - f["f"] / K),)
+
+    def forced(f, x, k):
+        return (f["f"].d("t") + k * f["f"] - torch.sin(x["t"]),)
+
+    def predator_prey(f, x, a, b):
+        u, v = f["u"], f["v"]
+        return (u.d("t") - a * u + b * u * v, v.d("t") + a * v - b * u * v)
+
+    def oscillator(f, x, k, c):
+        return (f["u"].d("t") - f["v"], f["v"].d("t") + k * f["u"] + c * f["v"] - 1.0)
+    assert not is_affine(pk.explicit_ode(pk.EquationSystem(logistic, outputs=("f",),
+                                                           inputs=("t",), r=1.0, K=2.0)))
+    assert not is_affine(pk.explicit_ode(pk.EquationSystem(forced, outputs=("f",),
+                                                           inputs=("t",), k=1.0)))
+    assert not is_affine(pk.explicit_ode(pk.EquationSystem(predator_prey, outputs=("u", "v"),
+                                                           inputs=("t",), a=1.0, b=0.5)))
+    osc = pk.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
+                                            k=4.0, c=0.3))
+    assert is_affine(osc)
+    X = integrate_affine(osc, torch.tensor([[1.0, 0.0]], dtype=D), np.array([1.0, 3.0]))
+    w = math.sqrt(4.0 - 0.3 ** 2 / 4)                 # u - 1/4 is a damped cosine
+    u = [0.25 + 0.75 * math.exp(-0.15 * s) * (math.cos(w * s) + 0.15 / w * math.sin(w * s))
+         for s in (1.0, 3.0)]
+    assert np.allclose(X[0, 0].detach().numpy(), u, rtol=1e-12)
