@@ -290,3 +290,20 @@ def test_a_covariates_power_and_a_full_omega_are_recovered_from_a_simulated_popu
     corr = iv["corr(ka,cl)"]["value"]
     assert -1 < corr < 1 and np.isfinite(corr)
     assert fit.omega.shape == (2, 2) and np.allclose(fit.omega, fit.omega.T)
+
+
+def test_a_random_effect_at_its_boundary_gets_an_interval_not_an_overflow():
+    """Groups that do not differ: the random effect's sd goes to its boundary, its log's
+    curvature nearly flat; the interval reaches from about 0 to inf, not an OverflowError
+    (a simulated logistic population, seed 15 of benchmarks/population.py, stopped so)."""
+    rng = np.random.default_rng(2)
+    G, n = 6, 4
+    e = rng.normal(0, 0.3, (G, n))
+    y = 1.0 + e - e.mean(1, keepdims=True)            # every group's mean exactly 1
+    data = GroupedData(np.repeat(np.arange(G), n), np.tile(np.linspace(0, 1, n), G),
+                       {"f": y.ravel()})
+    pop = PopulationODE(constant_system(), data, initial={"f": Random(0.5, sd=0.5)})
+    fit = fit_population(pop, branches=False)
+    iv = fit.intervals()["sd(f0)"]
+    assert iv["value"] < 0.05 and iv["lower"] >= 0.0
+    assert iv["upper"] > 10 * iv["value"]

@@ -210,8 +210,12 @@ def _slope(t, u):
 
 
 def _log_interval(log_value, se, z):
-    return {"value": math.exp(log_value), "lower": math.exp(log_value - z * se),
-            "upper": math.exp(log_value + z * se), "sd": math.exp(log_value) * se,
+    """A positive value's interval from its log's ``se``: ends past the float range are
+    ``0`` and ``inf`` (an sd at its boundary, its log's curvature nearly flat)."""
+    def exp(u):
+        return math.exp(u) if u < 709.0 else math.inf
+    return {"value": exp(log_value), "lower": exp(log_value - z * se),
+            "upper": exp(log_value + z * se), "sd": exp(log_value) * se,
             "log": (float(log_value), float(log_value - z * se), float(log_value + z * se))}
 
 
