@@ -1,7 +1,8 @@
 """Many subjects, one law (issue 65): the theophylline population beside R's nlme (its own
 process, if ``Rscript`` with nlme is present; else the reference recorded in the data's
-README), the library's NUTS beside NumPyro's (``PIDKL_PEER_PYTHON``) in the same run, and the calibration of the population parameters' 90% intervals on simulated
-populations from three laws (one-compartment oral absorption, two-compartment oral
+README), the library's NUTS beside NumPyro's (``PIDKL_PEER_PYTHON``) in the same run, and
+the calibration of the population parameters' 90% intervals on simulated populations from
+three laws (one-compartment oral absorption, two-compartment oral
 absorption, logistic growth; 10-40 subjects, 4-6 samples each, 10-30% log-normal noise).
 
     python benchmarks/population.py theophylline
@@ -248,6 +249,12 @@ def summary(path=CALIBRATION):
         cpu = [r["cpu_seconds"] for r in rs]
         print(f"{f:18s}{'(fits)':12s}{len(rs):9d}  median {np.median(cpu):.1f} CPU s "
               f"[{min(cpu):.1f}, {max(cpu):.1f}], failed {failed}")
+        cover = [np.mean([r["params"][p]["covered"] for r in rs]) for p in rs[0]["params"]]
+        misses = sum(abs(r["params"][p]["z"]) > 3 for r in rs for p in r["params"])
+        ok = 0.85 <= min(cover) and max(cover) <= 0.95 and misses == 0 and failed == 0
+        print(f"target {f}: coverage in 85-95% ({min(cover):.2f}-{max(cover):.2f}), no "
+              f"confident miss ({misses}), no failed fit ({failed}): "
+              f"{'met' if ok else 'MISSED'}")
 
 
 def threads():

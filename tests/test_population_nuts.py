@@ -52,9 +52,19 @@ def test_draws_speak_the_fits_names_and_the_groups_curves_hold_their_draws():
     tree = s.to_datatree()
     assert tree.posterior["eta"].shape == (2, 12, 4, 2)
     assert tree.sample_stats["diverging"].shape == (2, 12)
+    # a fit whose group variances are not finite (a group its data do not identify) still
+    # starts the chains: that group is drawn non-centred
+    import dataclasses
+    cov = fit.phi_cov.copy()
+    cov[0] = np.nan
+    odd = sample_population(pop, dataclasses.replace(fit, phi_cov=cov), num_warmup=4,
+                            num_samples=4, num_chains=1, progress=False, jit=False)
+    assert torch.isfinite(odd.draws["beta"]).all()
     other, _ = oral_population(groups=4, seed=4)
     with pytest.raises(ValueError, match="PopulationFit of this PopulationODE"):
-        sample_population(other, fit, num_samples=2, progress=False)
+        sample_population(other, fit, num_samples=4, progress=False)
+    with pytest.raises(ValueError, match="num_samples \\(split R-hat needs 4\\) to be an integer"):
+        sample_population(pop, fit, num_samples=3, progress=False)
 
 
 @pytest.mark.slow

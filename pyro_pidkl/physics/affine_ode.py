@@ -41,12 +41,12 @@ def is_affine(ode, trials=3, seed=0, rtol=1e-9):
     g = torch.Generator().manual_seed(seed)
     C, B, D = len(ode.system.outputs), 4, torch.float64
     settings = [None] + [_random_parameters(ode.system, g, D) for _ in range(trials)]
+    size = torch.tensor([[1.0], [1.0], [10.0], [10.0]], dtype=D)     # unit and large states
     ok = True
     try:
         with torch.no_grad():
             for values in settings:
-                x = torch.randn(B, C, generator=g, dtype=D) * torch.tensor([[1.0], [1.0],
-                                                                            [10.0], [10.0]], dtype=D)
+                x = torch.randn(B, C, generator=g, dtype=D) * size
                 y = torch.randn(B, C, generator=g, dtype=D) * 10.0
                 t, s = (torch.rand(B, generator=g, dtype=D) * 4 - 2 for _ in range(2))
                 Fx, Fy = ode.rhs_plain(t, x, values), ode.rhs_plain(t, y, values)

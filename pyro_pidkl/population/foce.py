@@ -66,18 +66,23 @@ def _predictions(pop, phi, steps, jacobian=True):
     return g_all[:, 0], F
 
 
-def _check_informed(pop, X):
+def _check_informed(pop, X, phi=None):
     """Refuse fixed effects that move no measured prediction (``X`` ``(n, p)``, the data's
-    derivatives in them)."""
+    derivatives in them) at the start, or, given the groups' ``phi`` ``(G, P)``, where the
+    fit went (said with the median group's coefficients there)."""
+    where = "" if phi is None else " where the fit went (the median group's " + ", ".join(
+        f"{en.name} {float(en.transform(phi[:, j].median())):.4g}"
+        for j, en in enumerate(pop.entries)) + "): the data do not hold them"
     if not bool(torch.isfinite(X).all()):
-        raise ValueError("Expected finite trajectories at the fit's coefficients; the "
-                         "Runge-Kutta steps overflow there (start nearer the data, or give "
-                         "more steps)")
+        how = "the matrix exponential overflows" if pop.affine else \
+            "the Runge-Kutta steps overflow (give more steps)"
+        raise ValueError(f"Expected finite trajectories at the fit's coefficients; {how} "
+                         f"there{where or ' (start nearer the data)'}")
     dead = [pop.beta_names[k] for k in range(X.shape[1]) if not float(X[:, k].abs().max()) > 0]
     if dead:
         raise ValueError(f"Expected the data to depend on every fixed effect; {tuple(dead)} "
-                         f"move no measured prediction (measure an output that depends on "
-                         f"them, or hold them known)")
+                         f"move no measured prediction{where} (measure an output that "
+                         f"depends on them, or hold them known)")
 
 
 class _Penalised:
@@ -173,7 +178,7 @@ class _Linear:
         self.Z = torch.zeros(G, nmax, q, dtype=g.dtype)
         self.w = torch.zeros(G, nmax, dtype=g.dtype)
         self.noise = torch.zeros(G, nmax, dtype=torch.long)
-        _check_informed(pop, Xn)
+        _check_informed(pop, Xn, phi)
         self.X[idx], self.Z[idx], self.w[idx] = Xn, Zn, wn
         self.noise[idx] = torch.as_tensor(pop.noise_index)
         self.n = gi.shape[0]

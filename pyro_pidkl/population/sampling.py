@@ -64,12 +64,14 @@ def _centredness(pop, fit):
     Papaspiliopoulos, Roberts & Skold 2007; Gorinova, Moore & Hoffman 2020): groups with
     many data are centred (non-centred, their posterior is a curved ridge in
     :math:`(\omega, \tilde\eta_i)`), groups with few data non-centred (centred, a funnel).
-    ``0.0`` without a fit."""
+    ``0.0`` without a fit, and where the fit's variance is not finite."""
     if fit is None or not pop.B.shape[1]:
         return 0.0
     cols = [int(j) for j in torch.nonzero(pop.B.T)[:, 1]]
     v = np.stack([fit.phi_cov[:, j, j] for j in cols], 1)              # (G, q)
-    c = 1.0 - v / np.clip(np.diag(fit.omega), 1e-300, None)[None, :]
+    with np.errstate(all="ignore"):
+        c = 1.0 - v / np.clip(np.diag(fit.omega), 1e-300, None)[None, :]
+    c = np.where(np.isfinite(c), c, 0.0)           # a variance the fit could not give
     return torch.as_tensor(np.clip(c, 0.0, 1.0 - 1e-6), dtype=torch.float64)
 
 
@@ -152,7 +154,7 @@ def sample_population(pop, fit=None, num_warmup=1000, num_samples=1000, num_chai
     :returns: :class:`PopulationSamples`.
     """
     num_warmup = positive_int(num_warmup, "num_warmup", minimum=0)
-    num_samples = positive_int(num_samples, "num_samples")
+    num_samples = positive_int(num_samples, "num_samples (split R-hat needs 4)", minimum=4)
     num_chains = positive_int(num_chains, "num_chains")
     if fit is not None and fit.pop is not pop:
         raise ValueError("Expected the PopulationFit of this PopulationODE; got another's")
