@@ -70,18 +70,19 @@ def _check_informed(pop, X, phi=None):
     """Refuse fixed effects that move no measured prediction (``X`` ``(n, p)``, the data's
     derivatives in them) at the start, or, given the groups' ``phi`` ``(G, P)``, where the
     fit went (said with the median group's coefficients there)."""
-    where = "" if phi is None else " where the fit went (the median group's " + ", ".join(
-        f"{en.name} {float(en.transform(phi[:, j].median())):.4g}"
-        for j, en in enumerate(pop.entries)) + "): the data do not hold them"
+    def where():                      # said only when refusing: not on every round
+        return "" if phi is None else " where the fit went (the median group's " + ", ".join(
+            f"{en.name} {float(en.transform(phi[:, j].median())):.4g}"
+            for j, en in enumerate(pop.entries)) + "): the data do not hold them"
     if not bool(torch.isfinite(X).all()):
         how = "the matrix exponential overflows" if pop.affine else \
             "the Runge-Kutta steps overflow (give more steps)"
         raise ValueError(f"Expected finite trajectories at the fit's coefficients; {how} "
-                         f"there{where or ' (start nearer the data)'}")
+                         f"there{where() or ' (start nearer the data)'}")
     dead = [pop.beta_names[k] for k in range(X.shape[1]) if not float(X[:, k].abs().max()) > 0]
     if dead:
         raise ValueError(f"Expected the data to depend on every fixed effect; {tuple(dead)} "
-                         f"move no measured prediction{where} (measure an output that "
+                         f"move no measured prediction{where()} (measure an output that "
                          f"depends on them, or hold them known)")
 
 

@@ -17,10 +17,9 @@ or the log (``noise="log"``: log-normal, a constant coefficient of variation) an
 once (fourth-order Runge-Kutta at a uniform step, read at each datum by its cubic Hermite
 interpolant: :meth:`~pyro_pidkl.physics.ode.ExplicitODE.integrate_uniform`), the number of
 steps chosen by doubling until the data's predictions move by less than
-:data:`STEP_TOLERANCE` of the data's spread. A law that is affine in the state and reads no
-time (compartments with first-order rates: :func:`~pyro_pidkl.physics.affine_ode.is_affine`)
-is solved exactly instead, by the matrix exponential
-(:func:`~pyro_pidkl.physics.affine_ode.integrate_affine`), its steps unused.
+:data:`STEP_TOLERANCE` of the data's spread. A law affine in the state that reads no time
+(compartments: :func:`~pyro_pidkl.physics.affine_ode.is_affine`) is solved exactly instead,
+by the matrix exponential (:func:`~pyro_pidkl.physics.affine_ode.integrate_affine`).
 """
 
 import numpy as np
@@ -246,10 +245,10 @@ class PopulationODE:
         coef, x0 = self._start(phi, rows)
         times = self.times if times is None else np.asarray(times, dtype=float)
         t0 = self.data.t0
-        offset = torch.full((phi.shape[0],), t0, dtype=torch.float64)
         with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
             if self.affine:                  # exact: the matrix exponential, no steps
                 return integrate_affine(self.ode, x0, times - t0, coef)
+            offset = torch.full((phi.shape[0],), t0, dtype=torch.float64)
             grid = self.grid(steps or self.steps or 64, float(times.max()) - t0)
             return self.ode.integrate_grid(x0, grid, times - t0, coef, t_offset=offset,
                                            grad=True)
@@ -282,9 +281,13 @@ class PopulationODE:
             t = np.repeat(self.times[self.obs_time] - self.data.t0, k)
             X = integrate_affine(self.ode, x0, t, coef, rows=rows)             # (n k, C)
             f = X[torch.arange(X.shape[0]), torch.as_tensor(np.repeat(self.obs_comp, k))]
-            log = self.log_noise.repeat_interleave(k)
-            g = torch.where(log, torch.log(f.clamp_min(1e-300)), f).reshape(-1, k)
+            g = self._noise_scale(f, self.log_noise.repeat_interleave(k)).reshape(-1, k)
             return g[:, 0] if variants == 1 else g
+
+    @staticmethod
+    def _noise_scale(f, log):
+        """Predictions ``f`` on their noise's scale: the log where ``log`` (log-normal)."""
+        return torch.where(log, torch.log(f.clamp_min(1e-300)), f)
 
     def grid(self, steps, span=None):
         r"""``steps`` Runge-Kutta steps over :math:`[0, 	ext{span}]` (from ``t0``; default the
@@ -334,7 +337,7 @@ class PopulationODE:
         trajectories ``X`` ``(M, C, T)`` of the batch rows ``rows`` ``(n,)`` (one per datum)."""
         f = X[torch.as_tensor(rows), torch.as_tensor(self.obs_comp),
               torch.as_tensor(self.obs_time)]
-        return torch.where(self.log_noise, torch.log(f.clamp_min(1e-300)), f)
+        return self._noise_scale(f, self.log_noise)
 
     # -- the generative story --------------------------------------------------------------
     def model(self):
