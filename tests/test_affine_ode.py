@@ -100,3 +100,47 @@ def test_laws_that_are_not_affine_and_autonomous_are_said_so():
     u = [0.25 + 0.75 * math.exp(-0.15 * s) * (math.cos(w * s) + 0.15 / w * math.sin(w * s))
          for s in (1.0, 3.0)]
     assert np.allclose(X[0, 0].detach().numpy(), u, rtol=1e-12)
+
+
+def test_every_integrator_of_an_affine_ode_is_exact_and_of_one_equation_too():
+    """The adaptive integrator takes the exact path on an affine autonomous ODE (a system's
+    and a second-order equation's: the README's oscillator), batched coefficients and a
+    start time included; a nonlinear ODE keeps LSODA, to its tolerance of the closed form.
+    (The search's fixed-step Runge-Kutta stays: its instability at rates far past the
+    design is what keeps the search out of a degenerate infinitely fast decay.)"""
+    def oscillator(f, x, k, c):
+        return (f["u"].d("t") - f["v"], f["v"].d("t") + k * f["u"] + c * f["v"] - 1.0)
+    osc = pk.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
+                                            k=4.0, c=0.3))
+    k = torch.tensor([4.0, 9.0], dtype=D)
+    c = torch.tensor([0.3, 0.3], dtype=D)
+
+    def u(s, kk):
+        w = math.sqrt(kk - 0.3 ** 2 / 4)
+        a = 1 - 1 / kk
+        return 1 / kk + a * math.exp(-0.15 * s) * (math.cos(w * s) + 0.15 / w * math.sin(w * s))
+    t = np.array([0.5, 1.7, 3.0])
+    want = np.array([[u(s, kk) for s in t] for kk in (4.0, 9.0)])
+    x0 = torch.tensor([[1.0, 0.0]] * 2, dtype=D)
+    values = {"k": k, "c": c}
+    adaptive = osc.integrate(0.25, x0, t + 0.25, values)     # from t0 = 0.25
+    assert np.allclose(adaptive[:, 0], want, rtol=1e-12, atol=1e-13)
+    assert osc.affine and not osc.homogeneous
+
+    def damped(f, x, omega, zeta):                    # one equation of order two
+        return f.d("t", "t") + 2 * zeta * omega * f.d("t") + omega ** 2 * f
+    one = pk.physics.scalar_ode.equation_ode(
+        pk.physics.Equation(damped, inputs=("t",), omega=2.0, zeta=0.1), ("t",))
+    assert one.affine and one.homogeneous           # x'' = -4x - 0.4x'
+    X = one.integrate(0.0, torch.tensor([[1.0, 0.0]], dtype=D), t)
+    w = 2 * math.sqrt(1 - 0.1 ** 2)
+    damped_cos = np.exp(-0.2 * t) * (np.cos(w * t) + 0.2 / w * np.sin(w * t))
+    assert np.allclose(X[0, 0], damped_cos, rtol=1e-12, atol=1e-13)
+
+    def logistic(f, x, r, K):
+        return (f["f"].d("t") - r * f["f"] * (1 - f["f"] / K),)
+    growth = pk.explicit_ode(pk.EquationSystem(logistic, outputs=("f",), inputs=("t",),
+                                               r=1.0, K=2.0))
+    X = growth.integrate(0.0, torch.tensor([[0.5]], dtype=D), t, rtol=1e-10, atol=1e-12)
+    closed = 2.0 / (1 + 3 * np.exp(-t))
+    assert not growth.affine and np.allclose(X[0, 0], closed, rtol=1e-8)

@@ -32,15 +32,15 @@ def is_affine(ode, trials=3, seed=0, rtol=1e-9):
     is affine in :math:`f` and independent of :math:`t`: at the system's coefficients and
     ``trials`` random draws of them, at random states (unit and ten-times-larger normal
     draws) and times, :math:`F(t, a x + (1-a) y) = a F(t, x) + (1-a) F(t, y)` for
-    :math:`a = 2.5` and :math:`F(t, x) = F(s, x)`, to ``rtol`` of the values' size. Cached
-    on ``ode``."""
-    cached = getattr(ode, "_affine", None)
-    if cached is not None:
-        return cached
+    :math:`a = 2.5` and :math:`F(t, x) = F(s, x)`, to ``rtol`` of the values' size. Decided
+    once: kept as ``ode._affine`` and ``ode._homogeneous`` (whether :math:`F(0) = 0` too;
+    :attr:`~pyro_pidkl.physics.ode.ExplicitODE.homogeneous`)."""
+    if ode._affine is not None:
+        return ode._affine
     homogeneous = True
     g = torch.Generator().manual_seed(seed)
-    C, B, D = len(ode.system.outputs), 4, torch.float64
-    settings = [None] + [_random_parameters(ode.system, g, D) for _ in range(trials)]
+    C, B, D = len(ode.outputs), 4, torch.float64
+    settings = [None] + [_random_parameters(ode.law, g, D) for _ in range(trials)]
     size = torch.tensor([[1.0], [1.0], [10.0], [10.0]], dtype=D)     # unit and large states
     ok = True
     try:
@@ -73,7 +73,7 @@ def affine_parts(ode, batch, values=None, dtype=torch.float64):
     scalars): :math:`b = F(0)`, :math:`M e_j = F(e_j) - F(0)`, in one call of
     :meth:`~pyro_pidkl.physics.ode.ExplicitODE.rhs_plain` on ``B (C + 1)`` states,
     differentiable in ``values``."""
-    C = len(ode.system.outputs)
+    C = len(ode.outputs)
     states = torch.cat([torch.zeros(1, C, dtype=dtype), torch.eye(C, dtype=dtype)])
     states = states.repeat(batch, 1)                                   # (B (C + 1), C)
     rep = None if values is None else {
@@ -96,7 +96,7 @@ def integrate_affine(ode, x0, t_eval, values=None, rows=None):
     B, C = x0.shape
     t = torch.as_tensor(t_eval, dtype=x0.dtype).reshape(-1)
     M, b = affine_parts(ode, B, values, x0.dtype)
-    if getattr(ode, "_homogeneous", False):          # b = 0: the generator is M itself
+    if ode.homogeneous:                              # b = 0: the generator is M itself
         gen = M
     else:
         top = torch.cat([M, b[:, :, None]], 2)                         # (B, C, C + 1)

@@ -13,7 +13,10 @@ for the conditioned GP (``V.d("t") - c * (V - V**3/3 + R)``) is the ODE.
 
 :class:`ExplicitODE` evaluates :math:`F` on a batch of states with a batch of coefficient
 values (``B`` trajectories at once, e.g. a finite-difference Jacobian's columns) and
-integrates them with :func:`scipy.integrate.solve_ivp` (LSODA: stiff or not).
+integrates them with :func:`scipy.integrate.solve_ivp` (LSODA: stiff or not), or exactly by
+the matrix exponential where :math:`F` is affine in the state and reads no time (linear
+kinetics, compartments, linear oscillators: :attr:`ExplicitODE.affine`,
+:mod:`~pyro_pidkl.physics.affine_ode`).
 """
 
 import math
@@ -21,6 +24,7 @@ import math
 import numpy as np
 import torch
 
+from .affine_ode import integrate_affine, is_affine
 from .derivatives import Inputs
 from .linearise import JetField, _random_parameters
 from .system import EquationSystem, Functions, linearise_system
@@ -41,9 +45,30 @@ class ExplicitODE:
     :param torch.Tensor W_inv: :math:`W^{-1}` ``(C, C)``.
     """
 
+    #: whether :math:`F` is affine in the state and autonomous, and whether :math:`F(0) = 0`
+    #: too: ``None`` until :attr:`affine` decides (:func:`~pyro_pidkl.physics.affine_ode.is_affine`)
+    _affine = None
+    _homogeneous = None
+    #: whether :meth:`rhs_plain` may pass plain tensors to ``psi``: ``None`` until checked
+    _plain_ok = None
+    _minus_eye = None
+
     def __init__(self, system, names, W_inv):
         self.system, self.names, self.W_inv = system, tuple(names), W_inv
-        self._plain_ok, self._minus_eye = None, None
+        #: the state's components, and what holds the coefficients' specs and values
+        self.outputs, self.law = tuple(system.outputs), system
+
+    @property
+    def affine(self):
+        r"""Whether :math:`F(t, f) = M(\theta) f + b(\theta)` (decided once, at random states,
+        times and coefficients: :func:`~pyro_pidkl.physics.affine_ode.is_affine`); then
+        :meth:`integrate` is exact."""
+        return is_affine(self)
+
+    @property
+    def homogeneous(self):
+        r"""Whether moreover :math:`b = 0` (the exponential of :math:`tM` alone serves)."""
+        return self.affine and bool(self._homogeneous)
 
     def rhs(self, t, state, values=None):
         r""":math:`F(t, f)` ``(B, C)`` at times ``t`` ``(B,)`` and states ``state``
@@ -64,7 +89,7 @@ class ExplicitODE:
         at random states), :meth:`rhs` itself."""
         if type(self).rhs is not ExplicitODE.rhs:     # a subclass's own right-hand side
             return self.rhs(t, state, values)
-        if getattr(self, "_plain_ok", None) is None:
+        if self._plain_ok is None:
             self._plain_ok, self._minus_eye = self._check_plain(), None
         if not self._plain_ok:
             return self.rhs(t, state, values)
@@ -109,7 +134,8 @@ class ExplicitODE:
                   max_evaluations=4000):
         r"""Integrate ``B`` trajectories from ``x0`` ``(B, C)`` at time ``t0`` and return
         them at ``t_eval`` (increasing, ``(T,)``, all at or after ``t0``) as ``(B, C, T)``,
-        or ``None`` where the solver fails (a blow-up, a non-finite value).
+        or ``None`` where the solver fails (a blow-up, a non-finite value). Exactly, by the
+        matrix exponential, where the ODE is :attr:`affine`; else by LSODA.
 
         :param values: coefficient values ``{name: (B,)}`` (default: the current ones).
         :param t_offset: ``(B,)`` added to the time each trajectory sees (trajectories
@@ -120,6 +146,11 @@ class ExplicitODE:
         from scipy.integrate import solve_ivp
         x0 = torch.as_tensor(x0, dtype=torch.float64)
         B, C = x0.shape
+        if isinstance(self, ExplicitODE) and self.affine:
+            with torch.no_grad(), np.errstate(all="ignore"):
+                X = integrate_affine(self, x0, np.asarray(t_eval, dtype=float) - float(t0),
+                                     values).numpy()
+            return X if np.isfinite(X).all() else None
         offset = (torch.zeros(B, dtype=x0.dtype) if t_offset is None
                   else torch.as_tensor(t_offset, dtype=x0.dtype))
         t_eval = np.asarray(t_eval, dtype=float)
@@ -133,7 +164,7 @@ class ExplicitODE:
             if calls[0] > max_evaluations:
                 raise _TooCostly
             with torch.no_grad():
-                out = self.rhs(offset + t, torch.as_tensor(s).reshape(B, C), values)
+                out = _rhs_fast(self, offset + t, torch.as_tensor(s).reshape(B, C), values)
             out = out.reshape(-1).numpy()
             return out if np.isfinite(out).all() else np.full_like(out, np.nan)
 
@@ -153,7 +184,7 @@ class ExplicitODE:
         (a trajectory that overflows stays ``nan``; the batch's others are unaffected)."""
         def F(s, y):
             with torch.no_grad():
-                d = self.rhs(offset + s, y, values)
+                d = _rhs_fast(self, offset + s, y, values)
             return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
         return F
 
@@ -282,6 +313,12 @@ class ExplicitODE:
         h = grid[i + 1] - grid[i]
         s = torch.as_tensor(np.clip((t_eval - grid[i]) / h, 0.0, 1.0))
         return _hermite(X, D, i, s, torch.as_tensor(h))
+
+
+def _rhs_fast(ode, t, state, values):
+    """:meth:`ExplicitODE.rhs_plain` where ``ode`` is one (an object lending its integrators,
+    a reversed or held-coefficient ODE, has only ``rhs``)."""
+    return (ode.rhs_plain if isinstance(ode, ExplicitODE) else ode.rhs)(t, state, values)
 
 
 def _hermite(X, D, i, s, h):

@@ -43,6 +43,7 @@ class EquationODE(ExplicitODE):
         self.equation, self.names, self.order, self.source = equation, tuple(names), order, source
         #: the state's components: the value and its derivatives
         self.outputs = tuple("f" + "'" * k for k in range(order))
+        self.law = equation
         # a held coefficient never changes: read once (a module attribute costs a transform)
         self._held = {n: getattr(equation, n).detach() for n, spec in equation.specs.items()
                       if spec.fixed}
