@@ -206,6 +206,9 @@ def test_a_thinner_layer_left_unresolved_is_refused_in_one_line():
     with pytest.warns(UserWarning, match="misses its exact data") as record:
         pk.fit(model, progress=False)
     assert len([w for w in record if "exact data" in str(w.message)]) == 1
+    # one round that left the misfit where it was, not three: more points cannot mend it
+    assert model.resolution["points"] == [100, 200]
+    assert model.resolution["misfit"][1] > 0.9 * model.resolution["misfit"][0]
     report = model.adequacy()
     assert report.data_misfit > 100 and not report.ok
 
