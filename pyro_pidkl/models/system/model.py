@@ -210,7 +210,6 @@ class ConditionedSystemGP(SystemJoint, SystemPrior, SystemPrediction, SystemCond
                              f"{multistart!r}")
         self.multistart = int(multistart)
         self.multistart_result = None         # the last search (MultistartResult)
-        self._loose_start = False
         self._shot = None                     # (start, ShootingResult) of the last shooting
         self.register_buffer("f0", torch.zeros(C, len(self.indices), Z.shape[0], dtype=dtype))
         self.register_buffer("f0_set", torch.tensor(False))
