@@ -112,10 +112,6 @@ def test_a_prior_factor_moves_the_answer_as_the_normal_product_says_and_stays():
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.xfail(reason="on this AMD EPYC the edited system's exact-ODE check ends at k "
-                   "3.8474 where the reported k is 3.8801 (0.7 of the prior's sd; the tolerance "
-                   "0.05 of it), at 98c8602 too; the reported k is the normal product's: "
-                   "processor-dependent, open in issue 64's notes", strict=False)
 def test_a_systems_prior_factor_is_kept_by_its_stages():
     """The README's spring as a system: a factor Normal(k - 2 sd, sd) on k added to
     model(): k at the normal product with the likelihood the referee scores (the unedited

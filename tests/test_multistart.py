@@ -197,3 +197,30 @@ def test_hes1_shooting_stage_finds_the_basin_gradient_matching_misses():
     H = model.ode.integrate(float(grid[0]), torch.as_tensor(shot.x0)[None], grid.numpy())[0, 2]
     truth = p.truth(grid)[:, 2].numpy()
     assert np.sqrt(np.mean((H - truth) ** 2)) < 0.15 * np.ptp(truth)
+
+
+@pytest.mark.parametrize("start", [(1.0, 1.0), (3.9, 0.37)])
+def test_the_exact_fit_without_a_prior_keeps_a_damping_off_its_bounds_plateau(start, monkeypatch):
+    """The README's spring, position measured, ten loose segments: their own states absorb the
+    decay, the damping's Jacobian column vanishes, and without the search's weak prior every
+    start ran c to e^-1766 (nll -77.7); with it the fit is the truth's basin's (-126.0) from
+    the user's start and from the GP's alike."""
+    import pyro_pidkl.infer.exact_fit as exact_fit
+    spring = EquationSystem(lambda f, x, k, c: (f["x"].d("t") - f["v"],
+                                                f["v"].d("t") + k * f["x"] + c * f["v"]),
+                            outputs=("x", "v"), inputs=("t",), k=1.0, c=1.0)
+    ode = explicit_ode(spring)
+    t = np.linspace(0, 6, 40)
+    noise = 0.05 * torch.randn(40, generator=torch.Generator().manual_seed(0), dtype=D)
+    obs = [(t, np.exp(-0.2 * t) * np.cos(1.99 * t) + noise.numpy()), (np.zeros(0), np.zeros(0))]
+    edges = np.linspace(0, 6, 11)[:-1]
+    states = np.stack([np.interp(edges, t, obs[0][1]), np.zeros(10)], 1)[None]
+    coefficients = [("k", POSITIVE, [math.log(start[0])]), ("c", POSITIVE, [math.log(start[1])])]
+
+    def fit():
+        return exact_fit.fit_exact(ode, obs, coefficients, states, 0.0, 6.0,
+                                   np.array([0.43, 1.0]))
+    found = fit()
+    assert found.values()["c"] == pytest.approx(0.392, abs=0.01) and found.nll < -125.9
+    monkeypatch.setattr(exact_fit, "SEARCH_PRIOR_SD", 1e12)       # no prior to speak of
+    assert fit().values()["c"] < 1e-100
