@@ -78,8 +78,8 @@ def _centredness(pop, fit):
 class _Whitened:
     r"""The model's potential :math:`U(u)` (Pyro's, over every unconstrained site, flattened)
     in whitened coordinates :math:`u = \hat u + L z`, :math:`L L^\top` the inverse of
-    :math:`U`'s Hessian at the start :math:`\hat u` (central differences of its gradient;
-    a direction of non-positive curvature left at unit scale): NUTS then starts with the
+    :math:`U`'s Hessian at the start :math:`\hat u` (by autograd; a direction of
+    non-positive curvature left at unit scale): NUTS then starts with the
     posterior's scales and correlations near the start, where with an identity mass matrix
     its early trees ran ten levels deep."""
 
@@ -106,21 +106,11 @@ class _Whitened:
     def flat_potential(self, u):
         return self.U(self.unflatten(u))
 
-    def _gradient(self, u):
-        u = u.detach().requires_grad_()
-        return torch.autograd.grad(self.flat_potential(u), u)[0]
-
-    def _whitening(self, u, step=1e-4):
-        p = u.numel()
-        cols = []
-        for j in range(p):
-            e = torch.zeros(p, dtype=u.dtype)
-            e[j] = step
-            cols.append((self._gradient(u + e) - self._gradient(u - e)) / (2 * step))
-        H = torch.stack(cols, 1)
+    def _whitening(self, u):
+        H = torch.autograd.functional.hessian(self.flat_potential, u.detach())
         H = (H + H.T) / 2
         if not torch.isfinite(H).all():
-            return torch.eye(p, dtype=u.dtype)
+            return torch.eye(u.numel(), dtype=u.dtype)
         lam, V = torch.linalg.eigh(H)
         lam = torch.where(lam > 1e-8 * lam.abs().max().clamp_min(1e-300), lam,
                           torch.ones_like(lam))
