@@ -46,7 +46,8 @@ class ExplicitODE:
     """
 
     #: whether :math:`F` is affine in the state and autonomous, and whether :math:`F(0) = 0`
-    #: too: ``None`` until :attr:`affine` decides (:func:`~pyro_pidkl.physics.affine_ode.is_affine`)
+    #: too: ``None`` until :attr:`affine` decides
+    #: (:func:`~pyro_pidkl.physics.affine_ode.is_affine`)
     _affine = None
     _homogeneous = None
     #: whether :meth:`rhs_plain` may pass plain tensors to ``psi``: ``None`` until checked
