@@ -179,9 +179,10 @@ def test_a_learned_residual_noise_on_an_exact_system_changes_nothing_that_matter
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="on this Intel Xeon the system's fit stays in a degenerate optimum at "
+@pytest.mark.xfail(reason="on the Intel Xeon the system's fit stayed in a degenerate optimum at "
                    "every round (between 1.00, 0.96, 1.01, 0.99 at 50-400 points; error 0.92), "
-                   "at 9e9efa1 too: processor-dependent, open in issue 62's notes", strict=False)
+                   "at 9e9efa1 too; it passes on the AMD EPYC (two slow-suite runs): "
+                   "processor-dependent, open in issue 62's notes", strict=False)
 def test_a_systems_collocation_is_refined_where_its_equations_fail_between_the_points():
     """-0.02 u'' + u' = 1, u(0) = u(1) = 0 written as a system (u' = v, -0.02 v' + v = 1),
     50 collocation points: the posterior means fail the equations between the points (a
