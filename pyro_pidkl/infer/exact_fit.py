@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..physics.ode import ExplicitODE
 from .deviance import residual_scales
 from .laplace import IDENTIFIED_PRIOR_SD, IDENTIFIED_SHRINK
 from .multistart import multistart_shooting, start_design
@@ -163,8 +162,9 @@ class _WithValues:
     def rhs(self, t, state, values=None):
         return self.ode.rhs(t, state, {**self.values, **(values or {})})
 
-    integrate = ExplicitODE.integrate
-    integrate_fixed = ExplicitODE.integrate_fixed
+    def integrate(self, t0, x0, t_eval, values=None, **kwargs):
+        """The ODE's own integrator with the held values (exact where it is affine)."""
+        return self.ode.integrate(t0, x0, t_eval, {**self.values, **(values or {})}, **kwargs)
 
 
 def trajectory_nll(ode, observations, values, x0, t0, t1, scale, sd=None, max_nfev=60,
