@@ -214,9 +214,10 @@ def data_misfit(model):
     return float(r) / tol
 
 
-def _unresolved(model, r):
-    """Whether the equation fails between the points, or exact data are missed."""
-    return r > BETWEEN_TOL or model._data_misfit() > DATA_MISFIT_TOL
+def _unresolved(r, misfit):
+    """Whether the equation fails between the points (``r``), or exact data are missed
+    (``misfit``, :func:`data_misfit`'s)."""
+    return r > BETWEEN_TOL or misfit > DATA_MISFIT_TOL
 
 
 def _between(model):
@@ -244,7 +245,8 @@ def resolve(model, refit):
     """Check the equation between the collocation points and, while it fails, add as many
     points again and ``refit()`` (module docstring). Sets ``model.resolution``:
     ``{"between": [r, ...], "points": [M, ...], "misfit": [m, ...]}`` per round (``m``
-    :func:`data_misfit`'s), ``"kept"`` the round kept. The model provides
+    :func:`data_misfit`'s, ``inf`` for a round whose refit failed), ``"kept"`` the round
+    kept. The model provides
     ``_between_residual(joint)``, ``_data_misfit()``, ``_insert_collocation(points)``,
     ``_restart_lengthscales()`` and ``collocation_buffers`` (the names of its tensors with
     a row per collocation point)."""
@@ -258,7 +260,7 @@ def resolve(model, refit):
     equations = getattr(model, "num_equations", 1)
     for k in range(rounds):
         E = model._equation_rows()
-        if not _unresolved(model, r) or 2 * E * equations > REFINE_POINTS_MAX:
+        if not _unresolved(r, misfit) or 2 * E * equations > REFINE_POINTS_MAX:
             break
         snapshot = _snapshot(model) if best[1] is None else best[1]
         driven_by_misfit, r_before = r <= BETWEEN_TOL, r   # else by the equation between
@@ -269,12 +271,13 @@ def resolve(model, refit):
             r = _between(model)
         except (NonFiniteError, NotPositiveDefiniteError):
             r = math.nan
-        before, misfit = misfit, model._data_misfit() if math.isfinite(r) else math.nan
+        # a failed round misses everything: never kept, and the last
+        before, misfit = misfit, model._data_misfit() if math.isfinite(r) else math.inf
         model.resolution["between"].append(r)
         model.resolution["points"].append(model._equation_rows())
         model.resolution["misfit"].append(misfit)
         if r < best[0] or (r <= BETWEEN_TOL and not best[0] <= BETWEEN_TOL) or (
-                best[1] is not None and not _unresolved(model, r)):
+                best[1] is not None and not _unresolved(r, misfit)):
             best = (r, None)
             model.resolution["kept"] = k + 1
         else:
