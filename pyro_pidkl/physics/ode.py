@@ -147,7 +147,7 @@ class ExplicitODE:
         from scipy.integrate import solve_ivp
         x0 = torch.as_tensor(x0, dtype=torch.float64)
         B, C = x0.shape
-        if isinstance(self, ExplicitODE) and self.affine:
+        if self.affine:
             with torch.no_grad(), np.errstate(all="ignore"):
                 X = integrate_affine(self, x0, np.asarray(t_eval, dtype=float) - float(t0),
                                      values).numpy()
@@ -165,7 +165,7 @@ class ExplicitODE:
             if calls[0] > max_evaluations:
                 raise _TooCostly
             with torch.no_grad():
-                out = _rhs_fast(self, offset + t, torch.as_tensor(s).reshape(B, C), values)
+                out = self.rhs_plain(offset + t, torch.as_tensor(s).reshape(B, C), values)
             out = out.reshape(-1).numpy()
             return out if np.isfinite(out).all() else np.full_like(out, np.nan)
 
@@ -185,7 +185,7 @@ class ExplicitODE:
         (a trajectory that overflows stays ``nan``; the batch's others are unaffected)."""
         def F(s, y):
             with torch.no_grad():
-                d = _rhs_fast(self, offset + s, y, values)
+                d = self.rhs_plain(offset + s, y, values)
             return torch.where(torch.isfinite(d), d, torch.full_like(d, float("nan")))
         return F
 
@@ -314,12 +314,6 @@ class ExplicitODE:
         h = grid[i + 1] - grid[i]
         s = torch.as_tensor(np.clip((t_eval - grid[i]) / h, 0.0, 1.0))
         return _hermite(X, D, i, s, torch.as_tensor(h))
-
-
-def _rhs_fast(ode, t, state, values):
-    """:meth:`ExplicitODE.rhs_plain` where ``ode`` is one (an object lending its integrators,
-    a reversed or held-coefficient ODE, has only ``rhs``)."""
-    return (ode.rhs_plain if isinstance(ode, ExplicitODE) else ode.rhs)(t, state, values)
 
 
 def _hermite(X, D, i, s, h):

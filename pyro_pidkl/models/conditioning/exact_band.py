@@ -17,11 +17,17 @@ class _Backwards:
     :math:`dx/d\tau = -F(2 t_0 - \tau, x)`, so that times before ``t0`` are integrated
     forwards from it."""
 
+    #: integrated by LSODA (the matrix exponential serves the forward ODE)
+    affine = False
+
     def __init__(self, ode, t0):
         self.ode, self.t0 = ode, float(t0)
 
     def rhs(self, t, state, values=None):
         return -self.ode.rhs(2 * self.t0 - t, state, values)
+
+    def rhs_plain(self, t, state, values=None):
+        return -self.ode.rhs_plain(2 * self.t0 - t, state, values)
 
     def integrate(self, *args, **kwargs):
         from ...physics.ode import ExplicitODE
