@@ -145,8 +145,13 @@ def main():
             print(f"{fit.__name__}: {time.process_time() - began:.1f} CPU s, objective "
                   f"{record[fit.__name__]['objective']!r}", flush=True)
     if args.out:
+        import numpy
+        import pyro
+        import scipy
         meta = {"commit": commit(), "machine": platform.machine(), "threads": 1,
-                "torch": torch.__version__, "python": platform.python_version()}
+                "torch": torch.__version__, "python": platform.python_version(),
+                "numpy": numpy.__version__, "scipy": scipy.__version__,
+                "pyro": pyro.__version__}
         with open(args.out, "w") as fh:
             json.dump({"meta": meta, **record}, fh, indent=1)
     if args.check:
@@ -156,6 +161,9 @@ def main():
         moved = _compare(record, old)
         worst = max((d[3] for d in moved), default=0.0)
         print(f"{len(moved)} numbers moved; largest relative change {worst:.3g}")
+        for case in record:
+            mine = [d[3] for d in moved if d[0].startswith(f".{case}.")]
+            print(f"  {case}: {len(mine)} moved, largest {max(mine, default=0.0):.2g}")
         for path, a, b, d in sorted(moved, key=lambda r: -r[3])[:15]:
             print(f"  {path}: {a!r} -> {b!r} ({d:.2g})")
 

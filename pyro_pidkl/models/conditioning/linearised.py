@@ -160,8 +160,13 @@ class LinearisedConditioning:
         rounding), and the full step once steps are
         below ``1e-3``: the full step near the solution (fast convergence), a
         shorter one where the linearisation is poor (a strong nonlinearity far from the
-        solution, where full steps oscillate). Steps are measured relative to the size of
-        each row of the jet, on the rows of order 0 and 1; converged below ``newton_tol``."""
+        solution, where full steps oscillate). Where no :math:`\lambda` lowers the residual,
+        the fixed point ahead has a larger residual than this point (the equation gives way
+        to the data there), and the full step is taken if the iteration contracts (the next
+        step is shorter): damping would only creep towards it, and the objective would be
+        read at a linearisation that is no fixed point. Steps are measured relative to the
+        size of each row of the jet, on the rows of order 0 and 1; converged below
+        ``newton_tol``."""
         with torch.no_grad():
             ops = self.operators()
             if not self.linear and not bool(self.f0_set):
@@ -193,6 +198,14 @@ class LinearisedConditioning:
                             or lam <= 2 ** -6 or not math.isfinite(merit):
                         break
                     lam *= 0.5
+                if lam <= 2 ** -6 and value > 1.01 * merit:
+                    # no step along this direction lowers the residual: the fixed point ahead
+                    # is one where the equation gives way to the data (its residual above
+                    # this point's), and damping would only creep towards it; the full step
+                    # is taken where it contracts the iteration (the next step shorter)
+                    lam, candidate, value, joint = self._contracting(f0, step, full, ops,
+                                                                     lam, candidate, value,
+                                                                     joint, low)
                 change = lam * full
                 if not math.isfinite(change) or not math.isfinite(value):
                     break
@@ -203,6 +216,20 @@ class LinearisedConditioning:
                     # fewer than linearising again)
                     return joint, f0, GaussNewtonResult(it, True, change)
             return joint, f0, GaussNewtonResult(it, False, change)
+
+    def _contracting(self, f0, step, full, ops, lam, candidate, value, joint, low):
+        """The full step from ``f0`` where the step after it is shorter than ``full`` (the
+        fixed-point iteration contracts there), else the damped one passed in: ``(lam,
+        candidate, value, joint)``."""
+        trial = f0 + step
+        try:
+            ahead = self._mean_jet(self.joint(*self.linearise(trial), operators=ops)) - trial
+        except (NonFiniteError, NotPositiveDefiniteError):
+            return lam, candidate, value, joint
+        size = (trial + ahead).abs().amax(-1, keepdim=True).clamp(min=1e-300)
+        if float((ahead.abs() / size)[..., low, :].max()) < full:
+            return 1.0, trial, self._residual_size(trial), joint
+        return lam, candidate, value, joint
 
     def _state_key(self):
         """What identifies the state a solution depends on: each tensor's identity, version
