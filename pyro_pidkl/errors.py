@@ -38,3 +38,8 @@ class SolverRefusedError(PIDKLError, RuntimeError):
 
 class ConvergenceWarning(UserWarning):
     """Gauss-Newton did not reach its tolerance."""
+
+
+class BandApproximationWarning(UserWarning):
+    """A prediction's band rests on a linearisation that its coefficients' uncertainty
+    breaks (the delta method's second-order term is not small against its first)."""

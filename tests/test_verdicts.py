@@ -200,3 +200,24 @@ def test_gauss_newton_reaches_the_fixed_point_where_the_residual_must_rise():
     assert r["identified"] and r["lower"] < r0 < r["upper"], (r, r0)
     assert r["sd"] < 1.5 * math.sqrt(C[0, 0]), (r, math.sqrt(C[0, 0]))
 
+
+def test_a_band_the_linearisation_does_not_hold_for_says_so():
+    """Decay f' = -k f (k 1) measured at 10 points of [0, 1] with sd 0.05: k's sd is about
+    0.1, so at t = 20 the trajectories exp(-(k +- s) t) bend from the centre by tanh(s t / 2)
+    ~ 0.76 of their half difference (the delta method's second-order term against its
+    first): the band there says it is approximate, in one line; near the data (0.5, 1) it
+    does not."""
+    from pyro_pidkl.errors import BandApproximationWarning
+    t = torch.linspace(0, 1, 10, dtype=D)
+    y = torch.exp(-t) + 0.05 * torch.randn(10, generator=torch.Generator().manual_seed(0),
+                                           dtype=D)
+    eq = Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",), k=Parameter(0.5))
+    model = pk.PhysicsConditionedGP(t[:, None], y, eq, domain=pk.Box(t=(0.0, 25.0)))
+    pk.fit(model, progress=False)
+    assert model.referee is not None and model.referee.verdict != "gp"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BandApproximationWarning)
+        model(torch.tensor([[0.5], [1.0]], dtype=D))
+    with pytest.warns(BandApproximationWarning, match=r"at t in \[20, 25\]"):
+        model(torch.tensor([[0.5], [20.0], [25.0]], dtype=D))

@@ -9,7 +9,16 @@ import warnings
 import numpy as np
 import torch
 
-__all__ = ["exact_parameter_spread"]
+from ...checks import warn
+from ...errors import BandApproximationWarning
+
+__all__ = ["BandApproximationWarning", "exact_parameter_spread"]
+
+#: where the trajectories at :math:`\theta \pm s_k` bend from the centre by more than this
+#: share of their half difference (the second-order term of the delta method against the
+#: first: a quadratic trajectory whose centre of the spread moves by half its sd), the band
+#: is said to be approximate
+BEND_LIMIT = 0.5
 
 
 class _Backwards:
@@ -111,7 +120,7 @@ def exact_parameter_spread(model, t, full_cov=False):
     centre = _exact_path(exact, report.ode, grid)
     if centre is None:
         return None
-    out = 0.0
+    out, bend = 0.0, 0.0
     for k in range(P):
         if not lam[k] > 1e-14 * max(float(lam.max()), 1e-300):
             continue
@@ -126,4 +135,16 @@ def exact_parameter_spread(model, t, full_cov=False):
             paths.append(path[:, where])
         half = 0.5 * (paths[0] - paths[1])                            # (S, P)
         out = out + (half[:, :, None] * half[:, None, :] if full_cov else half ** 2)
-    return None if isinstance(out, float) else (out, centre[:, where])
+        bend = bend + (0.5 * (paths[0] + paths[1]) - centre[:, where]) ** 2
+    if isinstance(out, float):
+        return None
+    first = np.sqrt(np.diagonal(out, axis1=1, axis2=2) if full_cov else out)
+    ratio = np.sqrt(bend) / np.maximum(first, 1e-300)
+    if float(ratio.max()) > BEND_LIMIT:
+        at = t[np.asarray(ratio.max(0) > BEND_LIMIT)]
+        warn(f"The band of {model._what()} at t in [{at.min():.3g}, {at.max():.3g}] is the "
+             f"delta method's, and its coefficients' uncertainty bends the trajectory there "
+             f"(second-order term up to {float(ratio.max()):.1f} of the first): the band's "
+             f"level is approximate; pk.sample_coefficients gives it without the "
+             f"linearisation", BandApproximationWarning)
+    return out, centre[:, where]
