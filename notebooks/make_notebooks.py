@@ -437,7 +437,8 @@ NOTEBOOKS = {
                  "    \"mvn\": lambda: pk.fit_coefficient_guide(model, guide=\"mvn\", num_steps=STEPS),\n"
                  "    \"iaf\": lambda: pk.fit_coefficient_guide(model, guide=\"iaf\", num_steps=STEPS),\n"
                  "    \"nuts\": lambda: pk.sample_coefficients(model, num_warmup=STEPS // 2,\n"
-                 "                                         num_samples=max(30, STEPS // 2), num_chains=2),\n"
+                 "                                         num_samples=max(30, STEPS // 2), num_chains=2,\n"
+                 "                                         progress=False),\n"
                  "}.items():\n"
                  "    posteriors[name] = run()\n"
                  "    seconds[name] = posteriors[name].seconds\n"
@@ -490,7 +491,8 @@ NOTEBOOKS = {
                  "    data.X_train, data.y_train, eq_prior, domain=pk.Box(t=(0.0, 6.0)),\n"
                  "    priors={\"kernel.lengthscale\": dist.LogNormal(0.0, 1.0)})\n"
                  "pk.fit(model_prior, progress=False)\n"
-                 "pk.sample_coefficients(model_prior, num_warmup=STEPS // 2, num_samples=STEPS // 2).summary(0.9)"),
+                 "pk.sample_coefficients(model_prior, num_warmup=STEPS // 2, num_samples=STEPS // 2,\n"
+                 "                       progress=False).summary(0.9)"),
         ("md", "Measured over six equations and three seeds each (coefficient error, 90% "
                "interval coverage, predictive coverage beyond the data, time): "
                "`docs/inference.md`."),

@@ -103,10 +103,29 @@ def test_printed_numbers_leave_out_timings():
 
 
 def _warnings(nb):
-    """Warnings a reader would see: stderr lines naming a warning class."""
-    return [line for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if o.get("output_type") == "stream" and o.get("name") == "stderr"
-            for line in o.get("text", "").splitlines() if "Warning:" in line]
+    """Warnings a reader would see: stderr lines naming a warning class, but for those the
+    cell's source announces (a comment ``# warns: ClassName``: the warning is the point)."""
+    out = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        announced = re.findall(r"# warns: (\w+)", c.source)
+        out += [line for o in c.get("outputs", [])
+                if o.get("output_type") == "stream" and o.get("name") == "stderr"
+                for line in o.get("text", "").splitlines() if "Warning:" in line
+                and not any(f"{name}:" in line for name in announced)]
+    return out
+
+
+def test_an_announced_warning_is_shown_and_another_is_caught():
+    def cell(source, text):
+        return nbformat.v4.new_code_cell(source, outputs=[nbformat.v4.new_output(
+            "stream", name="stderr", text=text)])
+    said = "x.py:1: ModelMisfitWarning: the data disagree\n"
+    nb = nbformat.v4.new_notebook(cells=[cell("pk.fit(m)  # warns: ModelMisfitWarning", said)])
+    assert _warnings(nb) == []
+    nb = nbformat.v4.new_notebook(cells=[cell("pk.fit(m)", said)])
+    assert len(_warnings(nb)) == 1
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
