@@ -162,27 +162,33 @@ def test_a_systems_residual_noise_is_learned_above_its_floor_and_held_through_th
 @pytest.mark.slow
 def test_a_learned_residual_noise_on_an_exact_system_changes_nothing_that_matters():
     """The README's spring (its equations exact, the velocity never measured): learned, the
-    residual noise stays small, the coefficients are the held fit's to 1%, and their 90%
-    intervals hold the held fit's and are at most twice as wide (the residual noise's own
-    uncertainty, a nuisance parameter of the Laplace approximation, widens them: on an AMD
-    EPYC c's by 1.7 times, tau 1.8e-8; on the machine of an earlier stop by under 1%, tau
-    3.3e-7)."""
+    residual noise stays small, the coefficients are the held fit's to 1%, both fits' 90%
+    intervals hold the exact-ODE fit's (the textbook answer on the same data), and their
+    widths are within a factor of two of each other. (The held fit's interval was once the
+    narrower: the spring's GP has two optima 0.009 nats apart, k [3.854, 4.006] and [3.780,
+    4.085], and which one a fit reaches moves with rounding: the environment of 2026-12-03
+    on the AMD EPYC reaches the wider, learned [3.804, 4.058], exact [3.857, 4.003].)"""
     learned, held = _spring(learn_residual_noise=True), _spring()
     pk.fit(learned, progress=False)
     pk.fit(held, progress=False)
     assert 1e-12 < float(learned.residual_noise.detach()) < 1e-4
     a, b = learned.coefficient_intervals(0.9), held.coefficient_intervals(0.9)
+    exact = held.referee.exact.intervals(0.9)
     for n in ("k", "c"):
         assert a[n]["value"] == pytest.approx(b[n]["value"], rel=0.01)
-        assert a[n]["lower"] <= b[n]["lower"] * 1.001 and a[n]["upper"] >= b[n]["upper"] * 0.999
-        assert a[n]["upper"] - a[n]["lower"] <= 2 * (b[n]["upper"] - b[n]["lower"])
+        for fit in (a, b):
+            assert fit[n]["lower"] <= exact[n]["lower"] * 1.001
+            assert fit[n]["upper"] >= exact[n]["upper"] * 0.999
+        wa, wb = a[n]["upper"] - a[n]["lower"], b[n]["upper"] - b[n]["lower"]
+        assert 0.5 <= wa / wb <= 2.0, (n, wa, wb)
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(reason="on the Intel Xeon the system's fit stayed in a degenerate optimum at "
                    "every round (between 1.00, 0.96, 1.01, 0.99 at 50-400 points; error 0.92), "
-                   "at 9e9efa1 too; it passes on the AMD EPYC (two slow-suite runs): "
-                   "processor-dependent, open in issue 62's notes", strict=False)
+                   "at 9e9efa1 too; it passed on the AMD EPYC in two slow-suite runs and failed "
+                   "in a third (a fresh environment, 2026-12-03): rounding-dependent, open in "
+                   "issue 62's notes", strict=False)
 def test_a_systems_collocation_is_refined_where_its_equations_fail_between_the_points():
     """-0.02 u'' + u' = 1, u(0) = u(1) = 0 written as a system (u' = v, -0.02 v' + v = 1),
     50 collocation points: the posterior means fail the equations between the points (a
