@@ -181,8 +181,11 @@ class LinearisedConditioning:
             # conditioned joint (1e-4 relative), which would never settle below a tolerance
             orders = torch.tensor([len(i) for i in self.indices])
             low = orders <= 1 if bool((orders <= 1).any()) else orders >= 0
+            ahead = None          # the joint linearised at f0 already (a contraction test's)
             for it in range(1, (max_iter or self.newton_max_iter) + 1):
-                joint = self.joint(*self.linearise(f0), operators=ops)
+                joint = ahead if ahead is not None else self.joint(*self.linearise(f0),
+                                                                   operators=ops)
+                ahead = None
                 new = self._mean_jet(joint)
                 step = new - f0
                 size = new.abs().amax(-1, keepdim=True).clamp(min=1e-300)
@@ -203,9 +206,10 @@ class LinearisedConditioning:
                     # is one where the equation gives way to the data (its residual above
                     # this point's), and damping would only creep towards it; the full step
                     # is taken where it contracts the iteration (the next step shorter)
-                    lam, candidate, value, joint = self._contracting(f0, step, full, ops,
-                                                                     lam, candidate, value,
-                                                                     joint, low)
+                    ahead = self._contracting(f0 + step, full, ops, low)
+                    if ahead is not None:
+                        lam, candidate = 1.0, f0 + step
+                        value = self._residual_size(candidate)
                 change = lam * full
                 if not math.isfinite(change) or not math.isfinite(value):
                     break
@@ -217,19 +221,16 @@ class LinearisedConditioning:
                     return joint, f0, GaussNewtonResult(it, True, change)
             return joint, f0, GaussNewtonResult(it, False, change)
 
-    def _contracting(self, f0, step, full, ops, lam, candidate, value, joint, low):
-        """The full step from ``f0`` where the step after it is shorter than ``full`` (the
-        fixed-point iteration contracts there), else the damped one passed in: ``(lam,
-        candidate, value, joint)``."""
-        trial = f0 + step
+    def _contracting(self, trial, full, ops, low):
+        """The joint linearised at the full step's point ``trial`` where the step from there
+        is shorter than ``full`` (the fixed-point iteration contracts), else ``None``."""
         try:
-            ahead = self._mean_jet(self.joint(*self.linearise(trial), operators=ops)) - trial
+            joint = self.joint(*self.linearise(trial), operators=ops)
         except (NonFiniteError, NotPositiveDefiniteError):
-            return lam, candidate, value, joint
-        size = (trial + ahead).abs().amax(-1, keepdim=True).clamp(min=1e-300)
-        if float((ahead.abs() / size)[..., low, :].max()) < full:
-            return 1.0, trial, self._residual_size(trial), joint
-        return lam, candidate, value, joint
+            return None
+        new = self._mean_jet(joint)
+        size = new.abs().amax(-1, keepdim=True).clamp(min=1e-300)
+        return joint if float(((new - trial).abs() / size)[..., low, :].max()) < full else None
 
     def _state_key(self):
         """What identifies the state a solution depends on: each tensor's identity, version
