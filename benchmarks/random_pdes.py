@@ -258,6 +258,12 @@ def run_one(job):
            "truth": problem["truth"], "learned": problem["learned"], "start": problem["start"],
            "noise": problem["noise"], "points": problem["points"],
            "reference_error": problem["reference_error"]}
+    return _fit_methods(rec, problem, methods)
+
+
+def _fit_methods(rec, problem, methods):
+    """``rec`` with each method's fit of ``problem`` (an error recorded with its traceback,
+    never dropped)."""
     for method, fit in (("library", fit_library), ("deepxde", fit_deepxde)):
         if method not in methods:
             continue
@@ -280,13 +286,7 @@ def fixed_row(methods):
     rec = {"seed": "pinn-paper", "index": 0, "family": "burgers", "truth": problem["truth"],
            "learned": problem["learned"], "start": problem["start"], "noise": 0.0,
            "points": 2000, "reference_error": 0.0}
-    for method, fit in (("library", fit_library), ("deepxde", fit_deepxde)):
-        if method in methods:
-            try:
-                rec[method] = fit(problem)
-            except Exception as e:
-                rec[method] = {"error": f"{type(e).__name__}: {e}"}
-    return rec
+    return _fit_methods(rec, problem, methods)
 
 
 # -- the summary -----------------------------------------------------------------------------
