@@ -30,6 +30,11 @@ one number that does not depend on how the kernel's variance or the noise ended:
   (boundary values held at a noise floor of :math:`10^{-10}`) any discretisation error is
   thousands of nats.
 
+* **the noise model**: where a series has Gaussian noise of one learned variance and
+  positive data, how much more likely log-normal noise about the same mean makes them
+  (:mod:`~pyro_pidkl.diagnostics.noise_model`); above
+  :data:`~pyro_pidkl.diagnostics.noise_model.NOISE_TOL` the data reject constant noise.
+
 A fit of a system that is an explicit ODE also reports how far the equation's own
 trajectory, integrated from the posterior mean's state at the first time with the fitted
 coefficients, lies from the data (RMS over the observed outputs, in units of each output's
@@ -39,6 +44,8 @@ system's trajectory leaves any data).
 
 import math
 from dataclasses import dataclass, field
+
+from .noise_model import NOISE_TOL
 
 __all__ = ["Adequacy", "BETWEEN_TOL", "COEFFICIENT_RESOLVED_TOL", "DATA_MISFIT_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
 
@@ -94,6 +101,11 @@ class Adequacy:
     :ivar list unresolved: the coefficients whose estimate shifted twice as far lies outside
         their 90% interval (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`):
         not resolved by the collocation, not identified.
+    :ivar dict noise: ``{series: nats}``, how much more likely log-normal noise makes each
+        series with Gaussian noise than constant noise does
+        (:func:`~pyro_pidkl.diagnostics.noise_model.noise_evidence`): above
+        :data:`~pyro_pidkl.diagnostics.noise_model.NOISE_TOL` the data reject the noise
+        model, and no coefficient is identified.
     """
 
     what: str
@@ -105,6 +117,13 @@ class Adequacy:
     data_misfit: float = math.nan
     coefficients: dict = field(default_factory=dict)
     unresolved: list = field(default_factory=list)
+    noise: dict = field(default_factory=dict)
+
+    @property
+    def noise_rejected(self):
+        """The series whose constant Gaussian noise the data reject (module
+        :mod:`~pyro_pidkl.diagnostics.noise_model`)."""
+        return [k for k, v in self.noise.items() if v > NOISE_TOL]
 
     @property
     def reasons(self):
@@ -137,6 +156,13 @@ class Adequacy:
             out.append(f"the posterior mean misses its exact data by {self.data_misfit:.3g} "
                        f"times their tolerance (RMS; the equation cannot pass through them, "
                        f"or the collocation does not resolve the solution: more points)")
+        rejected = self.noise_rejected
+        if rejected:
+            shown = ", ".join(f"{k} by {self.noise[k]:.1f} nats" for k in rejected)
+            out.append(f"the noise grows with the data: log-normal noise explains them better "
+                       f"than constant noise ({shown}), so the intervals rest on a noise model "
+                       f"the data reject and no coefficient is identified (a likelihood that "
+                       f"says so: pk.LogNormalNoise())")
         if self.noise_learned and self.log_evidence_ratio < -EVIDENCE_TOL:
             out.append(f"the data are {-self.log_evidence_ratio:.1f} nats less likely with "
                        f"the equation than without it")
@@ -159,7 +185,7 @@ class Adequacy:
         """A JSON-ready dict of the numbers."""
         return {"residual": dict(self.residual), "between": self.between,
                 "data_misfit": self.data_misfit, "coefficients": dict(self.coefficients),
-                "unresolved": list(self.unresolved),
+                "unresolved": list(self.unresolved), "noise": dict(self.noise),
                 "log_evidence_ratio": self.log_evidence_ratio,
                 "noise_learned": self.noise_learned,
                 "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}
@@ -174,6 +200,9 @@ class Adequacy:
         text = (f"Adequacy of {self.what}: residual / terms {', '.join(parts)}; log evidence "
                 f"ratio {self.log_evidence_ratio:.1f} nats"
                 + ("" if self.noise_learned else " (not judged: exact data)"))
+        if self.noise:
+            text += "; log-normal against constant noise " + ", ".join(
+                f"{k} {v:+.1f} nats" for k, v in self.noise.items())
         if self.trajectory_misfit:
             text += "; trajectory misfit / noise sd " + ", ".join(
                 f"{k} {v:.2f}" for k, v in self.trajectory_misfit.items())

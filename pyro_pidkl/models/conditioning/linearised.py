@@ -22,6 +22,7 @@ import torch
 
 from ...checks import positive_int, warn
 from ...diagnostics.adequacy import Adequacy, ModelMisfitWarning
+from ...diagnostics.noise_model import NOISE_TOL, noise_evidence
 from ...errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
 from ...param_scope import own_parameters
 from ...physics.collocation import maximin_subset
@@ -320,8 +321,10 @@ class LinearisedConditioning:
             between = self._between_residual(joint)
             missed = self._data_misfit()
             resolved = self.coefficient_resolution()
+            noise = noise_evidence(self, joint)
         return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
-                        trajectory, between, missed, resolved, self._unresolved(resolved))
+                        trajectory, between, missed, resolved, self._unresolved(resolved),
+                        noise)
 
     def _unresolved(self, resolved):
         """The coefficients the collocation does not resolve (their estimate between the
@@ -367,6 +370,17 @@ class LinearisedConditioning:
         :func:`~pyro_pidkl.diagnostics.to_datatree` puts in its ``equation`` group)."""
         with torch.no_grad():
             return self._residual_parts(self._mean_jet(self.solve()[0]))
+
+    @own_parameters
+    def noise_rejected(self):
+        """The series whose constant Gaussian noise the data reject for noise that grows
+        with the signal (:mod:`~pyro_pidkl.diagnostics.noise_model`; ``[]`` before a
+        fit)."""
+        if not bool(self.fitted):
+            return []
+        with torch.no_grad():
+            evidence = noise_evidence(self, self.solve()[0])
+        return [k for k, v in evidence.items() if v > NOISE_TOL]
 
     def check_adequacy(self):
         """:meth:`adequacy`, with a one-line

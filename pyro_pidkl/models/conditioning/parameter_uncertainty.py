@@ -191,7 +191,9 @@ class ParameterUncertainty:
         between the collocation points (:meth:`coefficient_resolution`); where it lies
         outside the interval (not for a fit the exact ODE refereed), the coefficient is not
         resolved (``"resolved"`` False), not identified, and its interval holds both
-        (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`).
+        (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`). Where the
+        data reject the fit's constant Gaussian noise (:meth:`noise_rejected`) no
+        coefficient is identified, and each entry says ``"noise": "rejected"``.
 
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         report = getattr(self, "referee", None)
@@ -206,6 +208,8 @@ class ParameterUncertainty:
         out = out if report is None else report.combine(out, prob)
         if report is None or report.verdict == "gp":   # the exact ODE did not referee it
             out = unresolved_intervals(out, self.coefficient_resolution(), self._coefficients())
+        if self.noise_rejected():      # computed under a noise model the data reject
+            out = {n: {**v, "identified": False, "noise": "rejected"} for n, v in out.items()}
         return out
 
     def _sigma_points(self):

@@ -142,6 +142,13 @@ class SinglePrior:
     def _noise_is_learned(self):
         return "noise" in self._pyro_params
 
+    def _gaussian_series(self):
+        """``[(name, c, y)]``: the series with Gaussian noise that is learned, their data in
+        user units (:func:`~pyro_pidkl.diagnostics.noise_model.noise_evidence`)."""
+        if self.count_outputs or not self._noise_is_learned() or self.X.shape[0] == 0:
+            return []
+        return [("y", 0, self.y)]
+
     def _set_source(self, source):
         """The source part (:mod:`~pyro_pidkl.models.parts.sources`): a known function, or
         a GP's kernel over its inputs, with one start of the fit per candidate set of them

@@ -181,3 +181,9 @@ class SystemPrior:
     def _noise_is_learned(self):
         return bool(self.noise_learned)
 
+    def _gaussian_series(self):
+        """``[(name, c, y)]``: the outputs with Gaussian noise that is learned and data,
+        those in user units (:func:`~pyro_pidkl.diagnostics.noise_model.noise_evidence`)."""
+        return [(self.outputs[c], c, self._y_user[c]) for c in self.noise_learned
+                if c not in self.count_outputs and self.counts[c]]
+
