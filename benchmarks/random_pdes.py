@@ -8,8 +8,11 @@ Each problem (``--seed S``, problem ``i``: ``numpy.random.default_rng([S, i])``)
 * a family and its coefficients: Burgers ``u_t + u u_x - nu u_xx = 0`` (nu log-uniform in
   [1e-3, 1e-1]; with the advection's ``l1`` learned too on half the draws), nonlinear
   diffusion ``u_t - D ((1 + u^2) u_x)_x = 0``, reaction-diffusion (Fisher-KPP) ``u_t - D u_xx -
-  r u (1 - u) = 0``, advection-diffusion ``u_t + c u_x - D u_xx = 0`` on x in [-1, 1], and the
-  heat equation ``u_t - D (u_xx + u_yy) = 0`` on the unit square;
+  r u (1 - u) = 0``, advection-diffusion ``u_t + c u_x - D u_xx = 0``, heat with an unknown
+  source ``u_t - D u_xx = g(x)`` (``g`` two sine modes; the library's source a GP,
+  ``pk.GPSource()`` at its defaults, which tries each set of inputs; the PINN's a second
+  output held constant in time, ``g_t = 0``) on x in [-1, 1], and the heat equation
+  ``u_t - D (u_xx + u_yy) = 0`` on the unit square;
 * an initial state of three sine modes that vanishes at the boundary (Dirichlet zero there);
 * the solution: in 1+1 dimensions by the method of lines (central differences on 1,025
   nodes, 4,097 for Burgers below nu = 4e-3; BDF at rtol 1e-8 with the banded Jacobian's
@@ -55,7 +58,7 @@ PINN_SETTINGS = {"net": [32, 32, 32], "adam_iterations": 10000, "lbfgs_iteration
                  "num_domain": 2000, "lr": 1e-3}
 NOISES = (0.0, 0.01, 0.02, 0.05)
 FAMILIES = ("burgers", "nonlinear_diffusion", "reaction_diffusion", "advection_diffusion",
-            "heat2d")
+            "heat2d", "heat_source")
 
 
 # -- the problems --------------------------------------------------------------------------
@@ -82,6 +85,9 @@ def draw(seed, index, max_points=5000):
         learned = ["c", "D"]
     else:
         truth, learned = {"D": _loguniform(gen, 0.01, 0.1)}, ["D"]
+    # an unknown source's two sine modes, the size of the state's rate of change
+    source = (gen.uniform(-1, 1, 2) * np.array([1.0, 0.5]) * truth["D"] * math.pi ** 2
+              if family == "heat_source" else None)
     modes = gen.uniform(-1, 1, 3) * np.array([1.0, 0.5, 0.25])
     modes[0] = math.copysign(gen.uniform(0.5, 1.0), modes[0])
     if family == "reaction_diffusion":             # a bump between 0 and 1
@@ -99,14 +105,14 @@ def draw(seed, index, max_points=5000):
     else:
         T = 1.0
         box = {"x": (-1.0, 1.0), "t": (0.0, T)}
-        xg, tg, U, ref_err = _method_of_lines(family, truth, modes, T)
+        xg, tg, U, ref_err = _method_of_lines(family, truth, modes, T, source)
         idx = gen.choice(xg.size * tg.size, points, replace=False)
         P = np.stack([xg[idx % xg.size], tg[idx // xg.size]], 1)
         u = U[idx // xg.size, idx % xg.size]
     y = u + noise * float(np.std(u)) * gen.standard_normal(points)
     return {"family": family, "truth": truth, "learned": learned, "start": start,
             "noise": noise, "points": points, "X": P, "y": y, "box": box, "modes": modes,
-            "reference_error": ref_err}
+            "source_modes": source, "reference_error": ref_err}
 
 
 def _heat2d(D, modes, P):
@@ -119,8 +125,14 @@ def _heat2d(D, modes, P):
     return out
 
 
-def _rhs(family, truth, h):
-    """The method of lines' right-hand side on the interior nodes (zero at both ends)."""
+def source(modes, x):
+    """An unknown source's two sine modes at ``x`` (zero at both ends of [-1, 1])."""
+    return sum(a * np.sin(k * math.pi * (x + 1) / 2) for k, a in enumerate(modes, 1))
+
+
+def _rhs(family, truth, h, g=None):
+    """The method of lines' right-hand side on the interior nodes (zero at both ends; ``g``
+    the source at them)."""
     def grad(u):
         v = np.concatenate([[0.0], u, [0.0]])
         return (v[2:] - v[:-2]) / (2 * h), (v[2:] - 2 * v[1:-1] + v[:-2]) / h ** 2
@@ -133,18 +145,21 @@ def _rhs(family, truth, h):
             return truth["D"] * ((1 + u ** 2) * uxx + 2 * u * ux ** 2)
         if family == "reaction_diffusion":
             return truth["D"] * uxx + truth["r"] * u * (1 - u)
+        if family == "heat_source":
+            return truth["D"] * uxx + g
         return -truth["c"] * ux + truth["D"] * uxx
     return F
 
 
-def _solve(family, truth, modes, T, nodes, times):
+def _solve(family, truth, modes, T, nodes, times, source_modes=None):
     from scipy.integrate import solve_ivp
     from scipy.sparse import diags
     x = np.linspace(-1, 1, nodes)
     u0 = sum(a * np.sin(k * math.pi * (x + 1) / 2) for k, a in enumerate(modes, 1))
     n = nodes - 2
     sparsity = diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(n, n), dtype=float)
-    sol = solve_ivp(_rhs(family, truth, x[1] - x[0]), (0, T), u0[1:-1], method="BDF",
+    g = None if source_modes is None else source(source_modes, x[1:-1])
+    sol = solve_ivp(_rhs(family, truth, x[1] - x[0], g), (0, T), u0[1:-1], method="BDF",
                     t_eval=times, rtol=1e-8, atol=1e-10, jac_sparsity=sparsity)
     if not sol.success:
         raise RuntimeError(f"the method of lines failed: {sol.message}")
@@ -153,13 +168,13 @@ def _solve(family, truth, modes, T, nodes, times):
     return x, U
 
 
-def _method_of_lines(family, truth, modes, T):
+def _method_of_lines(family, truth, modes, T, source_modes=None):
     """``(x (256,), t (101,), u (101, 256), reference error)``: the fine solve on every 4th
     (16th) node, its relative L2 distance to the solve on half the nodes."""
     nodes = 4097 if family == "burgers" and truth["nu"] < 4e-3 else 1025
     times = np.linspace(0, T, 101)
-    x, U = _solve(family, truth, modes, T, nodes, times)
-    xc, Uc = _solve(family, truth, modes, T, (nodes + 1) // 2, times)
+    x, U = _solve(family, truth, modes, T, nodes, times, source_modes)
+    xc, Uc = _solve(family, truth, modes, T, (nodes + 1) // 2, times, source_modes)
     step = (nodes - 1) // 256
     coarse = (nodes - 1) // 2 // 256
     fine, half = U[:, ::step], Uc[:, ::coarse]
@@ -188,6 +203,9 @@ def equation(family, problem):
     if family == "advection_diffusion":
         return Equation(lambda f, x, c, D: f.d("t") + c * f.d("x") - D * f.d("x", "x"),
                         inputs=("x", "t"), name="advection_diffusion", c=p("c"), D=p("D"))
+    if family == "heat_source":                    # = g(x), the source the model learns
+        return Equation(lambda f, x, D: f.d("t") - D * f.d("x", "x"), inputs=("x", "t"),
+                        name="heat_source", D=p("D"))
     return Equation(lambda f, x, D: f.d("t") - D * (f.d("x", "x") + f.d("y", "y")),
                     inputs=("x", "y", "t"), name="heat2d", D=p("D"))
 
@@ -203,8 +221,10 @@ def fit_library(problem):
     from pyro_pidkl.diagnostics.adequacy import BETWEEN_TOL
     eq = equation(problem["family"], problem)
     names = tuple(problem["box"])
+    extra = {"source": pk.GPSource()} if problem["family"] == "heat_source" else {}
     model = pk.PhysicsConditionedGP(torch.tensor(problem["X"]), torch.tensor(problem["y"]), eq,
-                                    input_names=names, domain=pk.Box(**problem["box"]))
+                                    input_names=names, domain=pk.Box(**problem["box"]),
+                                    **extra)
     began = time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

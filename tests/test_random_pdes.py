@@ -84,3 +84,18 @@ def test_the_summary_scores_misses_warnings_and_the_peer():
     assert "no warning: 1 (target 0: MISSED)" in text
     assert "median error 12.50%" in text                 # DeepXDE's: 5% and 20%
     assert "the library's 15.50%" in text and "median 0.10" in text     # 1% and 30%
+
+
+def test_heat_with_a_source_reaches_the_steady_state_the_source_implies():
+    """u_t = D u_xx + g(x), g = a sin(k pi (x + 1) / 2): from rest, long after the slowest
+    mode's decay, u = a sin(k pi (x + 1) / 2) / (D (k pi / 2)^2) at every node."""
+    D, source = 0.05, np.array([0.02, -0.03])
+    x, U = random_pdes._solve("heat_source", {"D": D}, np.zeros(3), 150.0, 257,
+                              np.array([0.0, 150.0]), source)
+    steady = sum(a * np.sin(k * np.pi * (x + 1) / 2) / (D * (k * np.pi / 2) ** 2)
+                 for k, a in enumerate(source, 1))
+    assert np.allclose(U[0], 0.0) and np.abs(U[1] - steady).max() < 1e-4 * np.abs(steady).max()
+    drawn = [random_pdes.draw(2, i, max_points=600) for i in range(4)]
+    heat = [p for p in drawn if p["family"] == "heat_source"]
+    assert heat and all(p["source_modes"].shape == (2,) and p["reference_error"] < 1e-3
+                        for p in heat)

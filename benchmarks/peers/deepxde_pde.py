@@ -14,7 +14,8 @@ Reads JSON on stdin::
 and writes JSON on stdout: each learned coefficient, the CPU and wall seconds (one thread) and
 the versions. Coefficients not in ``start`` are held at ``truth``, as the library's are. No
 initial or boundary condition is given (the data alone, as in the PINN paper's
-identification).
+identification). Heat with an unknown source (``heat_source``) gives the network a second
+output, the source, with a second residual ``g_t = 0`` (a source of position alone).
 """
 
 import contextlib
@@ -54,6 +55,13 @@ def residual(family, c, dde):
         u_xx = dde.grad.hessian(u, x, i=0, j=0)
         return u_t + c["c"] * u_x - c["D"] * u_xx
 
+    def heat_source(x, u):
+        # u[:, 0] the state, u[:, 1] the unknown source, held constant in time (g_t = 0)
+        u_t = dde.grad.jacobian(u, x, i=0, j=1)
+        u_xx = dde.grad.hessian(u, x, component=0, i=0, j=0)
+        g_t = dde.grad.jacobian(u, x, i=1, j=1)
+        return [u_t - c["D"] * u_xx - u[:, 1:2], g_t]
+
     def heat2d(x, u):
         u_t = dde.grad.jacobian(u, x, i=0, j=2)
         u_xx = dde.grad.hessian(u, x, i=0, j=0)
@@ -82,7 +90,8 @@ def main():
     observe = dde.icbc.PointSetBC(X, y, component=0)
     data = dde.data.TimePDE(domain, residual(family, c, dde), [observe],
                             num_domain=int(spec["num_domain"]), anchors=X)
-    net = dde.nn.FNN([X.shape[1]] + list(spec["net"]) + [1], "tanh", "Glorot uniform")
+    outputs = 2 if family == "heat_source" else 1        # an unknown source: its own output
+    net = dde.nn.FNN([X.shape[1]] + list(spec["net"]) + [outputs], "tanh", "Glorot uniform")
     model = dde.Model(data, net)
     trainable = list(variables.values())
     cpu, wall = time.process_time(), time.perf_counter()
