@@ -94,3 +94,23 @@ def test_the_likelihood_that_says_so_is_not_warned_and_covers():
     assert model.noise_rejected() == [] and model.adequacy().noise == {}
     k = model.coefficient_intervals(0.9)["k"]
     assert k["identified"] and k["lower"] < 0.8 < k["upper"]
+
+
+def test_the_state_space_solver_judges_the_noise_on_the_exact_trajectory(tmp_path):
+    """StateSpaceGP: the same check on the ODE's exact trajectory at its fit."""
+    g = np.random.default_rng(1)
+    y = 10.0 * np.exp(-0.8 * T) * np.exp(0.05 * g.standard_normal(T.size))
+    equation = pk.Equation(lambda f, x, k: f.d("t") + k * f, inputs=("t",),
+                           k=pk.Parameter(2.0))
+    model = pk.StateSpaceGP(equation, (torch.tensor(T), torch.tensor(y)))
+    with pytest.warns(pk.ModelMisfitWarning, match="log-normal"):
+        pk.fit(model, progress=False)
+    assert model.adequacy()["noise"]["f"] > NOISE_TOL
+    for fitted in (model, _saved_and_loaded(model, tmp_path)):
+        k = fitted.coefficient_intervals(0.9)["k"]
+        assert k["identified"] is False and k["noise"] == "rejected"
+
+
+def _saved_and_loaded(model, tmp_path):
+    pk.save(model, tmp_path / "fit.pt")
+    return pk.load(tmp_path / "fit.pt")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 __all__ = ["DIFFERENCE_RATIO", "EVIDENCE_DATA", "adequacy", "difference_check",
-           "exact_residuals"]
+           "exact_residuals", "noise_check", "noise_rejected"]
 
 #: the most data whose evidence for the ODE is judged after a fit (:func:`adequacy`)
 EVIDENCE_DATA = 400
@@ -34,8 +34,9 @@ def adequacy(model, most=EVIDENCE_DATA):
     own noise instead (:func:`difference_check`); a trajectory that cannot be
     integrated over the data disagrees.
 
-    :returns: ``{"evidence_ratio", "noise_ratio", "agree"}`` (one of the ratios
-        ``None``), or ``None`` (an output with under three data)."""
+    :returns: ``{"evidence_ratio", "noise_ratio", "agree", "noise"}`` (one of the ratios
+        ``None``; ``"noise"`` :func:`noise_check`'s), or ``None`` (an output with under
+        three data)."""
     from ..diagnostics.adequacy import EVIDENCE_TOL
     from ..gp.data_fit import fit_data_only
     filt = model.filter
@@ -44,8 +45,9 @@ def adequacy(model, most=EVIDENCE_DATA):
     residuals = exact_residuals(model)
     if residuals is None:
         return {"evidence_ratio": -math.inf, "noise_ratio": None, "agree": False}
+    noise = noise_check(model, residuals)
     if sum(len(t) for t, _ in model.observations) > most:
-        return difference_check(model, residuals)
+        return {**difference_check(model, residuals), "noise": noise}
     ratio = 0.0
     for c in filt.measured:
         t, y = model.observations[c]
@@ -61,7 +63,53 @@ def adequacy(model, most=EVIDENCE_DATA):
         exact = (-0.5 * n * math.log(max(float(np.mean(r ** 2)), 1e-300))
                  - 0.5 * n * (1 + math.log(2 * math.pi)))
         ratio += exact - found.log_likelihood
-    return {"evidence_ratio": ratio, "noise_ratio": None, "agree": ratio >= -EVIDENCE_TOL}
+    return {"evidence_ratio": ratio, "noise_ratio": None, "agree": ratio >= -EVIDENCE_TOL,
+            "noise": noise}
+
+
+def noise_check(model, residuals):
+    r"""``{output: nats}``: how much more likely log-normal noise about the exact trajectory
+    makes each measured output's data than the fit's constant Gaussian noise
+    (:func:`~pyro_pidkl.diagnostics.noise_model.multiplicative_evidence`, as the
+    conditioned GPs judge theirs); above
+    :data:`~pyro_pidkl.diagnostics.noise_model.NOISE_TOL` the data reject the noise model,
+    the fit warns and no coefficient is identified."""
+    from ..diagnostics.noise_model import multiplicative_evidence
+    out = {}
+    for c in model.filter.measured:
+        _, y = model.observations[c]
+        value = multiplicative_evidence(y, y - residuals[c])
+        if math.isfinite(value):
+            out[model.components[c]] = value
+    return out
+
+
+def _rejected(judged):
+    from ..diagnostics.noise_model import NOISE_TOL
+    return {k: v for k, v in ((judged or {}).get("noise") or {}).items() if v > NOISE_TOL}
+
+
+def noise_rejected(model):
+    """The outputs whose constant noise the fit's adequacy check rejected (kept in
+    ``model.result.stages``, so a saved and loaded fit says the same)."""
+    stages = [] if model.result is None else model.result.stages
+    judged = next((s["adequacy"] for s in stages if "adequacy" in s), None)
+    return list(_rejected(judged))
+
+
+def warn_noise(judged):
+    """Warn in one line where ``judged`` (:func:`adequacy`'s) finds the noise model
+    rejected; returns the outputs it names."""
+    import warnings
+    from ..diagnostics.adequacy import ModelMisfitWarning
+    rejected = _rejected(judged)
+    if rejected:
+        shown = ", ".join(f"{k} by {v:.1f} nats" for k, v in rejected.items())
+        warnings.warn(f"The noise grows with the data: log-normal noise about the ODE's exact "
+                      f"trajectory explains them better than constant noise ({shown}), so the "
+                      f"intervals rest on a noise model the data reject and no coefficient is "
+                      f"identified", ModelMisfitWarning, stacklevel=3)
+    return list(rejected)
 
 def exact_residuals(model):
     """Each output's data minus the ODE's exact trajectory with the fitted coefficients

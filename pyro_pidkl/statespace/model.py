@@ -27,6 +27,7 @@ from ..physics.observations import output_scales, split_by_output
 from ..physics.ode import explicit_ode
 from ..physics.scalar_ode import equation_ode
 from ..physics.system import EquationSystem
+from .adequacy import noise_rejected, warn_noise
 from .fit import fit_ode_filter, laplace, smoothed_values
 from .ode_filter import ODEFilter
 from .prediction import parameter_variance
@@ -226,6 +227,7 @@ class StateSpaceGP(PyroModule):
         self.result.seconds = time.perf_counter() - clock["began"]
         judged = self.adequacy()
         self.result.stages.append({"adequacy": judged})
+        warn_noise(judged)
         if judged is not None and not judged["agree"]:
             from ..diagnostics.adequacy import ModelMisfitWarning
             how = (f"explains the data {-judged['evidence_ratio']:.0f} nats worse than a "
@@ -351,7 +353,8 @@ class StateSpaceGP(PyroModule):
         GPs'); ``identified`` where the unconstrained standard deviation is finite and below
         1. A rate run to zero (:meth:`_at_zero`) gets ``[0, k + z sd_k]`` from the
         curvature in the rate itself, unidentified, and the others' intervals carry its
-        trade-off with them."""
+        trade-off with them. Where the data reject constant noise
+        (:func:`~.adequacy.noise_check`) none is identified (``"noise": "rejected"``)."""
         from ..infer.exact_fit import normal_intervals
         P = self.filter.P
         var = np.diag(self.result.cov)[:P]
@@ -367,6 +370,8 @@ class StateSpaceGP(PyroModule):
             low = float(self.specs[names[j]].constraint.lower_bound)
             out[names[j]].update(lower=low, upper=out[names[j]]["value"] + z * sd[j],
                                  sd=float(sd[j]), identified=False)
+        for n in out if noise_rejected(self) else ():      # a noise the data reject
+            out[n].update(identified=False, noise="rejected")
         return out
 
     def forward(self, t_new, parameter_uncertainty=None):
