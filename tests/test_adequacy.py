@@ -82,7 +82,9 @@ def test_adequacy_is_pure_and_reported_as_numbers():
     assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])
     d = report.as_dict()
     assert set(d) == {"residual", "between", "data_misfit", "log_evidence_ratio",
-                      "noise_learned", "trajectory_misfit", "coefficients", "unresolved", "ok"}
+                      "noise_learned", "trajectory_misfit", "coefficients", "unresolved", "ok",
+                      "noise", "lines"}
+    assert d["lines"] is None and set(d["noise"]) == {"y"}     # an ODE: no method of lines
     assert "Adequacy of equation" in str(report)
 
 

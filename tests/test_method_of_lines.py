@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import pyro_pidkl as pk
-from pyro_pidkl.models.conditioning.method_of_lines import _Lines, method_of_lines_check
+from pyro_pidkl.models.conditioning.method_of_lines import (LINES_NODES, _Lines, lines_stage,
+                                                            method_of_lines_check)
 
 
 def heat(f, x, k):
@@ -77,6 +78,41 @@ def test_the_check_agrees_with_a_right_fit_and_says_a_wrong_coefficient_disagree
     assert wrong.verdict == "disagree"
     assert wrong.lines_loglik - wrong.fit_loglik > wrong.tolerance
     assert len(wrong.summary()) == 2
+
+
+@pytest.mark.slow
+def test_every_fit_runs_the_check_and_a_disagreement_widens_and_is_warned(fitted):
+    """pk.fit ends with the check on LINES_NODES nodes; where it disagrees (a coefficient
+    moved to a wrong value, the stage run again) the intervals reach its optimum and are
+    not identified, and the adequacy check warns in one line."""
+    assert fitted.lines is not None and fitted.lines.nodes == LINES_NODES
+    assert fitted.lines.verdict == "agree" and fitted.adequacy().ok
+    assert "method of lines agree" in str(fitted.adequacy())
+    before = fitted.coefficient_intervals(0.9)["k"]
+    kept = fitted.equation.k_unconstrained.detach().clone()
+    try:
+        with torch.no_grad():
+            fitted.equation.k_unconstrained.fill_(math.log(0.3))
+        fitted._cache = None
+        lines_stage(fitted)
+        assert fitted.lines.verdict == "disagree"
+        with warnings.catch_warnings():     # the Laplace at a point that is no optimum
+            warnings.simplefilter("ignore")
+            k = fitted.coefficient_intervals(0.9)["k"]
+        assert k["identified"] is False and k["lower"] <= k["lines"] <= k["upper"]
+        assert k["lines"] == fitted.lines.lines["k"]["value"] and k["lines"] > 0.3
+        report = fitted.adequacy()
+        assert not report.ok and report.as_dict()["lines"]["verdict"] == "disagree"
+        with pytest.warns(pk.ModelMisfitWarning, match="method of lines") as caught:
+            fitted.check_adequacy()
+        assert "\n" not in str(caught[0].message)
+    finally:
+        with torch.no_grad():
+            fitted.equation.k_unconstrained.copy_(kept)
+        fitted._cache = None
+        lines_stage(fitted)
+    assert fitted.lines.verdict == "agree"
+    assert fitted.coefficient_intervals(0.9)["k"] == before
 
 
 def test_what_the_check_cannot_serve_is_refused_in_one_line(fitted):

@@ -30,6 +30,10 @@ one number that does not depend on how the kernel's variance or the noise ended:
   (boundary values held at a noise floor of :math:`10^{-10}`) any discretisation error is
   thousands of nats.
 
+* **the method of lines** (an evolution PDE in one space input): the fitted equation
+  integrated from the posterior's initial and boundary values and scored on the data
+  (:mod:`~pyro_pidkl.models.conditioning.method_of_lines`); where other coefficients make
+  the data decisively more likely, the fit and the integrated equation disagree.
 * **the noise model**: where a series has Gaussian noise of one learned variance and
   positive data, how much more likely log-normal noise about the same mean makes them
   (:mod:`~pyro_pidkl.diagnostics.noise_model`); above
@@ -106,6 +110,9 @@ class Adequacy:
         (:func:`~pyro_pidkl.diagnostics.noise_model.noise_evidence`): above
         :data:`~pyro_pidkl.diagnostics.noise_model.NOISE_TOL` the data reject the noise
         model, and no coefficient is identified.
+    :ivar lines: the method-of-lines check of an evolution PDE in one space input
+        (:class:`~pyro_pidkl.models.conditioning.method_of_lines.MethodOfLinesCheck`), or
+        ``None``: its verdict ``"disagree"`` is a misfit.
     """
 
     what: str
@@ -118,6 +125,7 @@ class Adequacy:
     coefficients: dict = field(default_factory=dict)
     unresolved: list = field(default_factory=list)
     noise: dict = field(default_factory=dict)
+    lines: object = None
 
     @property
     def noise_rejected(self):
@@ -163,6 +171,15 @@ class Adequacy:
                        f"than constant noise ({shown}), so the intervals rest on a noise model "
                        f"the data reject and no coefficient is identified (a likelihood that "
                        f"says so: pk.LogNormalNoise())")
+        if self.lines is not None and self.lines.verdict == "disagree":
+            moved = ", ".join(f"{n} {self.lines.fit[n]:.4g} -> {v['value']:.4g}"
+                              for n, v in self.lines.lines.items())
+            out.append(f"the equation integrated by the method of lines from the posterior's "
+                       f"initial and boundary values fits the data "
+                       f"{self.lines.lines_loglik - self.lines.fit_loglik:.1f} nats better at "
+                       f"other coefficients ({moved}), so the intervals are widened to reach "
+                       f"them and none is identified (the collocation may not resolve the "
+                       f"solution)")
         if self.noise_learned and self.log_evidence_ratio < -EVIDENCE_TOL:
             out.append(f"the data are {-self.log_evidence_ratio:.1f} nats less likely with "
                        f"the equation than without it")
@@ -186,6 +203,10 @@ class Adequacy:
         return {"residual": dict(self.residual), "between": self.between,
                 "data_misfit": self.data_misfit, "coefficients": dict(self.coefficients),
                 "unresolved": list(self.unresolved), "noise": dict(self.noise),
+                "lines": None if self.lines is None else {
+                    "verdict": self.lines.verdict, "fit_loglik": self.lines.fit_loglik,
+                    "lines_loglik": self.lines.lines_loglik, "nodes": self.lines.nodes,
+                    "grid_shift": self.lines.grid_shift, "coefficients": self.lines.lines},
                 "log_evidence_ratio": self.log_evidence_ratio,
                 "noise_learned": self.noise_learned,
                 "trajectory_misfit": dict(self.trajectory_misfit), "ok": self.ok}
@@ -200,6 +221,8 @@ class Adequacy:
         text = (f"Adequacy of {self.what}: residual / terms {', '.join(parts)}; log evidence "
                 f"ratio {self.log_evidence_ratio:.1f} nats"
                 + ("" if self.noise_learned else " (not judged: exact data)"))
+        if self.lines is not None:
+            text += f"; method of lines {self.lines.verdict}"
         if self.noise:
             text += "; log-normal against constant noise " + ", ".join(
                 f"{k} {v:+.1f} nats" for k, v in self.noise.items())

@@ -324,7 +324,7 @@ class LinearisedConditioning:
             noise = noise_evidence(self, joint)
         return Adequacy(self._what(), residual, evidence, self._noise_is_learned(),
                         trajectory, between, missed, resolved, self._unresolved(resolved),
-                        noise)
+                        noise, getattr(self, "lines", None))
 
     def _unresolved(self, resolved):
         """The coefficients the collocation does not resolve (their estimate between the

@@ -16,7 +16,10 @@ boundary values :math:`u(x_0, t)`, :math:`u(x_1, t)` the posterior mean's (Diric
 scipy's BDF with the Jacobian's band given. The data's Gaussian log-likelihood at the
 noise's maximum, :math:`-\tfrac n2 \log(\mathrm{RSS}/n)`, is computed for the solution at the
 conditioned fit's coefficients and at the coefficients that maximise it (``least_squares``
-over their unconstrained values, intervals from the Gauss-Newton covariance). Where the fit's
+over their unconstrained values, intervals from the Gauss-Newton covariance; not searched
+where one Gauss-Newton step from the fit's coefficients would gain under a quarter of the
+tolerance below: they are then the optimum's neighbourhood, and the check costs
+:math:`P + 2` solves). Where the fit's
 coefficients are outside the 99% likelihood region of that optimum
 (:math:`\tfrac12\chi^2_p(0.99)`), the verdict is ``"disagree"``; a grid twice as fine that
 moves the optimum's log-likelihood by more than :data:`GRID_TOLERANCE` marks the check
@@ -35,7 +38,12 @@ from ...infer.deviance import data_nll
 from ...physics.derivatives import Field, Inputs
 from .stages import stage_tolerance
 
-__all__ = ["GRID_TOLERANCE", "MethodOfLinesCheck", "method_of_lines_check"]
+__all__ = ["GRID_TOLERANCE", "LINES_NODES", "MethodOfLinesCheck", "lines_stage",
+           "method_of_lines_check", "widen_to_lines"]
+
+#: the grid of the check every fit of an evolution PDE in one space input runs
+#: (:func:`lines_stage`; a grid of ``2 LINES_NODES - 1`` checks it)
+LINES_NODES = 128
 
 #: nats by which the optimum's log-likelihood may move on a grid twice as fine
 GRID_TOLERANCE = 1.0
@@ -200,6 +208,18 @@ def _values(model, coefficients, z):
         for n in model.equation.specs if n not in dict(coefficients)}
 
 
+def _jacobian(residual, z, r, step=1e-4):
+    """Forward differences of ``residual`` at ``z`` (``r`` its value there), a relative step
+    as ``least_squares``' ``diff_step``: ``(n, P)``."""
+    J = np.empty((r.size, z.size))
+    for k in range(z.size):
+        h = step * max(1.0, abs(float(z[k])))
+        dz = z.copy()
+        dz[k] += h
+        J[:, k] = (residual(dz) - r) / h
+    return J
+
+
 def _loglik(residual):
     """The data's Gaussian log-likelihood, the noise at its maximum, constants dropped
     (:func:`~pyro_pidkl.infer.deviance.data_nll` of one component)."""
@@ -235,14 +255,21 @@ def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
         return np.full(len(y), 1e3) if u is None else (u - y) / scale
 
     at_fit = residual(z_fit)
-    opt = optimize.least_squares(residual, z_fit, method="lm", diff_step=1e-4,
-                                 max_nfev=max_nfev * (len(z_fit) + 1))
-    moved = _loglik(opt.fun) >= _loglik(at_fit)
-    best, r_best = (opt.x, opt.fun) if moved else (z_fit, at_fit)
+    tol = stage_tolerance(len(z_fit))
+    J0 = _jacobian(residual, z_fit, at_fit)
+    # where one Gauss-Newton step from the fit's coefficients gains under a quarter of the
+    # tolerance, they are the optimum's neighbourhood: no search (P + 1 solves in all)
+    step = np.linalg.lstsq(J0, -at_fit, rcond=None)[0]
+    if _loglik(at_fit + J0 @ step) - _loglik(at_fit) <= tol / 4:
+        best, r_best, J = z_fit, at_fit, J0
+    else:
+        opt = optimize.least_squares(residual, z_fit, method="lm", diff_step=1e-4,
+                                     max_nfev=max_nfev * (len(z_fit) + 1))
+        moved = _loglik(opt.fun) >= _loglik(at_fit)
+        best, r_best, J = (opt.x, opt.fun, opt.jac) if moved else (z_fit, at_fit, J0)
     fine = _Lines(model, 2 * int(nodes) - 1)
     shift = abs(_loglik(residual(best, fine)) - _loglik(r_best))
     # Gauss-Newton covariance of the unconstrained coefficients, the noise at its maximum
-    J = opt.jac if moved else optimize.approx_fprime(best, residual, 1e-4)
     s2 = float(np.sum(r_best ** 2)) / max(len(y) - len(best), 1)
     cov = np.linalg.pinv(J.T @ J) * s2
     zq = float(stats.norm.ppf(0.5 + prob / 2))
@@ -252,10 +279,57 @@ def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
         ends = [float(t(torch.tensor(best[k] + s * zq * sd))) for s in (-1.0, 1.0)]
         out[n] = {"value": float(t(torch.tensor(best[k]))), "lower": min(ends),
                   "upper": max(ends)}
-    tol = stage_tolerance(len(best))
     fit_ll, best_ll = _loglik(at_fit), _loglik(r_best)
     verdict = ("unresolved" if shift > GRID_TOLERANCE
                else "disagree" if best_ll - fit_ll > tol else "agree")
     fit_values = {n: float(t(torch.tensor(v))) for (n, t), v in zip(coefficients, z_fit)}
     return MethodOfLinesCheck(fit_values, out, fit_ll, best_ll, tol, verdict, int(nodes),
                               shift, time.process_time() - began)
+
+
+def _checked(model):
+    """Whether :func:`lines_stage` serves ``model``: one equation of an evolution in one
+    space input and time ``t``, a zero or known source, learned scalar coefficients, noisy
+    data (a learned noise: exact boundary values are a solver's, not data to score)."""
+    return (hasattr(model, "equation") and len(model.input_names) == 2
+            and "t" in model.input_names and model.source_kind != "gp"
+            and model.X.shape[0] >= 3 and bool(model._learned())
+            and model._noise_is_learned() and not model.count_outputs)
+
+
+def lines_stage(model, refit=None):
+    r"""After a fit (a stage of :attr:`~pyro_pidkl.models.PhysicsConditionedGP.after_fit_stages`):
+    the method-of-lines check on :data:`LINES_NODES` nodes of a fit it serves, kept as
+    ``model.lines`` (``None`` where it does not serve, or refuses: an equation that reads
+    more than :math:`u, u_x, u_{xx}, u_t` or is not affine in :math:`u_t`). Its verdict
+    joins the adequacy check: ``"disagree"`` (the fit's coefficients outside the 99%
+    likelihood region of the integrated equation's optimum, on a grid that resolves it)
+    is a misfit, warned in one line, and each coefficient's interval is widened to reach
+    the optimum and not identified (:func:`widen_to_lines`); ``"unresolved"`` (the check's
+    own grid does not resolve the solution) judges nothing."""
+    model.lines = None
+    if not _checked(model):
+        return
+    try:
+        with torch.no_grad():
+            model.lines = method_of_lines_check(model, nodes=LINES_NODES)
+    except ValueError:                  # an equation the check cannot integrate
+        model.lines = None
+
+
+def widen_to_lines(intervals, check):
+    """``intervals`` (``coefficient_intervals()``'s) where the method-of-lines ``check``
+    disagrees: each widened to reach the check's optimum, not identified, with
+    ``"lines"`` its value; as they are otherwise."""
+    if check is None or check.verdict != "disagree":
+        return intervals
+    out = {}
+    for n, v in intervals.items():
+        other = check.lines.get(n)
+        if other is None:
+            out[n] = v
+            continue
+        out[n] = {**v, "lower": min(v["lower"], other["value"]),
+                  "upper": max(v["upper"], other["value"]), "identified": False,
+                  "lines": other["value"]}
+    return out

@@ -35,6 +35,7 @@ from ...infer.laplace import (coefficient_intervals, laplace_covariance, laplace
 from ...infer.sigma_points import sigma_points
 from ...param_scope import own_parameters
 from .edits import edits_log_density
+from .method_of_lines import widen_to_lines
 from .resolution import unresolved_intervals
 
 __all__ = ["COEFFICIENT_PRIOR_SD", "ParameterUncertainty", "default_coefficient_log_prior",
@@ -193,7 +194,10 @@ class ParameterUncertainty:
         resolved (``"resolved"`` False), not identified, and its interval holds both
         (:func:`~pyro_pidkl.models.conditioning.resolution.unresolved_intervals`). Where the
         data reject the fit's constant Gaussian noise (:meth:`noise_rejected`) no
-        coefficient is identified, and each entry says ``"noise": "rejected"``.
+        coefficient is identified, and each entry says ``"noise": "rejected"``. Where the
+        method-of-lines check disagrees (``model.lines``,
+        :func:`~pyro_pidkl.models.conditioning.method_of_lines.lines_stage`) each interval
+        reaches its optimum (``"lines"``) and none is identified.
 
         :returns: ``{name: {"value", "lower", "upper", "sd", "identified"}}``."""
         report = getattr(self, "referee", None)
@@ -208,6 +212,7 @@ class ParameterUncertainty:
         out = out if report is None else report.combine(out, prob)
         if report is None or report.verdict == "gp":   # the exact ODE did not referee it
             out = unresolved_intervals(out, self.coefficient_resolution(), self._coefficients())
+        out = widen_to_lines(out, getattr(self, "lines", None))
         if self.noise_rejected():      # computed under a noise model the data reject
             out = {n: {**v, "identified": False, "noise": "rejected"} for n, v in out.items()}
         return out

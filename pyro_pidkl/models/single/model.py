@@ -82,6 +82,7 @@ from ..conditioning.counts import CountObservations, count_start
 from ..conditioning.linearised import REFERENCE_LENGTHSCALES
 from ..conditioning.parameter_uncertainty import with_point_priors
 from ..conditioning.referee import equation_problem, referee
+from ..conditioning.method_of_lines import lines_stage
 from ..conditioning.resolution import between_residual, data_misfit, resolve
 from ..conditioning.rows import FIT_COLLOCATION, CollocationRows
 from ..parts import REFINE_DEFAULT, own_settings, take_parts
@@ -306,8 +307,10 @@ class PhysicsConditionedGP(EquationJoint, Subsets, CollocationRows, InducingData
 
     #: after a fit: the collocation refined while the equation fails between its points
     #: (:func:`~pyro_pidkl.models.conditioning.resolution.resolve`), then an explicit ODE
-    #: refereed on its exact likelihood (:func:`~pyro_pidkl.models.conditioning.referee.referee`)
-    after_fit_stages = (("refine", resolve), ("referee", referee))
+    #: refereed on its exact likelihood (:func:`~pyro_pidkl.models.conditioning.referee.referee`),
+    #: an evolution PDE in one space input checked by the method of lines
+    #: (:func:`~pyro_pidkl.models.conditioning.method_of_lines.lines_stage`)
+    after_fit_stages = (("refine", resolve), ("referee", referee), ("lines", lines_stage))
 
     def _between_residual(self, joint):
         return between_residual(self, joint)
