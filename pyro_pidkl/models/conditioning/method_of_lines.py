@@ -122,7 +122,9 @@ class _Lines:
         return torch.as_tensor(P, dtype=torch.float64)
 
     def _mean(self, x, t):
-        return self.model(self._points(x, t))[0].detach().numpy().astype(float)
+        # the posterior mean alone (a stage runs before the fit is marked finished, where a
+        # prediction would warn that it did not)
+        return self.model.posterior_mean(self._points(x, t)).detach().numpy().astype(float)
 
     def rhs(self, t, interior, values):
         u = np.concatenate([[np.interp(t, self.tb, self.left)], interior,
