@@ -194,7 +194,12 @@ class Adequacy:
         """The one-line warning (``""`` when adequate)."""
         if self.ok:
             return ""
-        return (f"The data and {self.what} disagree: {'; '.join(self.reasons)}. Check the "
+        reasons = self.reasons
+        if len(reasons) == 1 and self.noise_rejected:    # the noise alone: its own remedy
+            return (f"The data reject the constant noise of the fit of {self.what}: "
+                    f"{reasons[0]}; a system's outputs take likelihoods={{output: "
+                    f"pk.LogNormalNoise()}}")
+        return (f"The data and {self.what} disagree: {'; '.join(reasons)}. Check the "
                 f"equation, its coefficients' constraints and the data's units (or the fit "
                 f"stopped short: more starts)")
 
