@@ -27,7 +27,7 @@ import math
 
 import torch
 
-__all__ = ["MIN_DATA", "NOISE_TOL", "multiplicative_evidence", "noise_evidence"]
+__all__ = ["MIN_DATA", "NOISE_TOL", "multiplicative_evidence", "noise_evidence", "noise_rejected"]
 
 #: nats by which log-normal noise must explain a series better than constant noise for the
 #: constant noise to be rejected
@@ -78,3 +78,13 @@ def noise_evidence(model, joint):
         if math.isfinite(value):
             out[name] = value
     return out
+
+
+def noise_rejected(model):
+    """The series of a fitted conditioned model whose constant Gaussian noise the data reject
+    (:func:`noise_evidence` above :data:`NOISE_TOL`; ``[]`` before a fit)."""
+    if not bool(model.fitted):
+        return []
+    with torch.no_grad():
+        evidence = noise_evidence(model, model.solve()[0])
+    return [k for k, v in evidence.items() if v > NOISE_TOL]

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from .affine_ode import affine_parts, integrate_affine, is_affine
+from .affine_ode import affine_parts, integrate_affine, is_affine, rk4_affine
 from .derivatives import Inputs
 from .linearise import JetField, _random_parameters
 from .system import EquationSystem, Functions, linearise_system
@@ -267,7 +267,7 @@ class ExplicitODE:
         states, slopes = [x], []
         with np.errstate(all="ignore"):
             if h > 0 and self.affine:
-                states, slopes = _rk4_affine(self, x, values, h, n)
+                states, slopes = rk4_affine(self, x, values, h, n)
             elif h > 0:
                 for i in range(n):
                     x, k1 = _rk4_step(F, i * h, x, h)
@@ -339,32 +339,6 @@ def _hermite(X, D, i, s, h):
     h01, h11 = -2 * s3 + 3 * s2, s3 - s2
     return (h00 * X[..., i] + h10 * h * D[..., i]
             + h01 * X[..., i + 1] + h11 * h * D[..., i + 1])
-
-
-def _rk4_affine(ode, x, values, h, n):
-    r"""``n`` classical Runge-Kutta steps of ``h`` from ``x`` ``(B, C)`` of an affine
-    autonomous ``ode``, :math:`F(y) = M y + b`, as the linear map they are,
-    :math:`x_{i+1} = R(hM)\, x_i + h\, S(hM)\, b` with :math:`R(z) = 1 + z + z^2/2 + z^3/6 +
-    z^4/24` and :math:`S(z) = 1 + z/2 + z^2/6 + z^3/24`: one batched product a step.
-    Returns the nodes' states and slopes (lists of ``(B, C)``, ``nan`` where not finite)."""
-    with torch.no_grad():
-        M, b = affine_parts(ode, x.shape[0], values, x.dtype)
-        Z = h * M
-        eye = torch.eye(M.shape[-1], dtype=M.dtype).expand_as(M)
-        Z2 = Z @ Z
-        S = eye + Z / 2 + Z2 / 6 + Z2 @ Z / 24
-        R = eye + Z @ S
-        q = h * (S @ b[..., None])[..., 0]
-
-        def finite(v):
-            return torch.where(torch.isfinite(v), v, torch.full_like(v, float("nan")))
-        states, slopes = [x], []
-        for _ in range(n):
-            slopes.append(finite((M @ x[..., None])[..., 0] + b))
-            x = finite((R @ x[..., None])[..., 0] + q)
-            states.append(x)
-        slopes.append(finite((M @ x[..., None])[..., 0] + b))
-    return states, slopes
 
 
 def _rk4_step(F, t, x, h):

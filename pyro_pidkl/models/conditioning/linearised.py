@@ -22,7 +22,7 @@ import torch
 
 from ...checks import positive_int, warn
 from ...diagnostics.adequacy import Adequacy, ModelMisfitWarning
-from ...diagnostics.noise_model import NOISE_TOL, noise_evidence
+from ...diagnostics.noise_model import noise_evidence, noise_rejected
 from ...errors import ConvergenceWarning, NonFiniteError, NotPositiveDefiniteError
 from ...param_scope import own_parameters
 from ...physics.collocation import maximin_subset
@@ -374,13 +374,8 @@ class LinearisedConditioning:
     @own_parameters
     def noise_rejected(self):
         """The series whose constant Gaussian noise the data reject for noise that grows
-        with the signal (:mod:`~pyro_pidkl.diagnostics.noise_model`; ``[]`` before a
-        fit)."""
-        if not bool(self.fitted):
-            return []
-        with torch.no_grad():
-            evidence = noise_evidence(self, self.solve()[0])
-        return [k for k, v in evidence.items() if v > NOISE_TOL]
+        with the signal (:func:`~pyro_pidkl.diagnostics.noise_model.noise_rejected`)."""
+        return noise_rejected(self)
 
     def check_adequacy(self):
         """:meth:`adequacy`, with a one-line
