@@ -17,14 +17,17 @@ all in one batch):
   (``scales`` of :class:`~pyro_pidkl.models.ConditionedSystemGP`);
 * a measured output's states at the segments: the data GP's mean there.
 
-The best start (the lowest profiled negative log-likelihood of its trajectory) is refined
-by single shooting with the adaptive solver. The search replaces shooting from gradient
+The search's Levenberg-Marquardt steps are held by the exact fit's weak normal prior about
+the user's values (:data:`~pyro_pidkl.infer.exact_fit.SEARCH_PRIOR_SD`; the ranking is the
+data's alone). The best start (the lowest profiled negative log-likelihood of its
+trajectory) is refined by single shooting with the adaptive solver. The search replaces shooting from gradient
 matching's answer alone (``multistart=0``), which is its first start.
 """
 
 import numpy as np
 import torch
 
+from ...infer.exact_fit import SEARCH_PRIOR_SD
 from ...infer.multistart import (default_starts, design_half_width,
                                 multistart_shooting, start_design)
 from ...infer.shooting import default_segments, fit_by_shooting
@@ -72,8 +75,13 @@ def shoot_from_many_starts(model, coefficients, x0, jets, t0, t1, observations, 
     states = np.repeat(base[None], starts, 0)
     for j, c in enumerate(hidden):
         states[1:, :, c] = design[1:, len(centre) + j][:, None]
+    # the search's steps held by the exact fit's weak prior about the user's values (its
+    # ranking is the data's alone): unheld, a coefficient the loose segments do not need
+    # runs onto its bound's plateau (the README spring's damping to c = e^-115860, handed to
+    # the GP as its start; :data:`~pyro_pidkl.infer.exact_fit.SEARCH_PRIOR_SD`)
+    prior = (centre, np.full(len(centre), SEARCH_PRIOR_SD)) if len(centre) else None
     found = multistart_shooting(model.ode, observations, [c[:2] for c in coefficients],
-                                theta, states, t0, t1, scale, sd, known=known)
+                                theta, states, t0, t1, scale, sd, known=known, prior=prior)
     model.multistart_result = found
     best = 0 if np.isfinite(found.cost[0]) else None
     start = ([(n, t, float(v)) for (n, t, _), v in zip(coefficients, found.theta[0])],
