@@ -49,7 +49,7 @@ system's trajectory leaves any data).
 import math
 from dataclasses import dataclass, field
 
-from .noise_model import NOISE_TOL
+from .noise_model import rejected, rejection
 
 __all__ = ["Adequacy", "BETWEEN_TOL", "COEFFICIENT_RESOLVED_TOL", "DATA_MISFIT_TOL", "EVIDENCE_TOL", "RESIDUAL_TOL", "ModelMisfitWarning"]
 
@@ -131,7 +131,7 @@ class Adequacy:
     def noise_rejected(self):
         """The series whose constant Gaussian noise the data reject (module
         :mod:`~pyro_pidkl.diagnostics.noise_model`)."""
-        return [k for k, v in self.noise.items() if v > NOISE_TOL]
+        return list(rejected(self.noise))
 
     @property
     def reasons(self):
@@ -164,13 +164,9 @@ class Adequacy:
             out.append(f"the posterior mean misses its exact data by {self.data_misfit:.3g} "
                        f"times their tolerance (RMS; the equation cannot pass through them, "
                        f"or the collocation does not resolve the solution: more points)")
-        rejected = self.noise_rejected
-        if rejected:
-            shown = ", ".join(f"{k} by {self.noise[k]:.1f} nats" for k in rejected)
-            out.append(f"the noise grows with the data: log-normal noise explains them better "
-                       f"than constant noise ({shown}), so the intervals rest on a noise model "
-                       f"the data reject and no coefficient is identified (a likelihood that "
-                       f"says so: pk.LogNormalNoise())")
+        found = rejected(self.noise)
+        if found:
+            out.append(rejection(found) + " (a likelihood that says so: pk.LogNormalNoise())")
         if self.lines is not None and self.lines.verdict == "disagree":
             moved = ", ".join(f"{n} {self.lines.fit[n]:.4g} -> {v['value']:.4g}"
                               for n, v in self.lines.lines.items())

@@ -27,7 +27,8 @@ import math
 
 import torch
 
-__all__ = ["MIN_DATA", "NOISE_TOL", "multiplicative_evidence", "noise_evidence", "noise_rejected"]
+__all__ = ["MIN_DATA", "NOISE_TOL", "multiplicative_evidence", "noise_evidence", "noise_rejected",
+           "rejected", "rejection"]
 
 #: nats by which log-normal noise must explain a series better than constant noise for the
 #: constant noise to be rejected
@@ -80,11 +81,25 @@ def noise_evidence(model, joint):
     return out
 
 
+def rejected(evidence):
+    """``{series: nats}`` of ``evidence`` (:func:`noise_evidence`'s, or ``None``) above
+    :data:`NOISE_TOL`: the series whose constant noise the data reject."""
+    return {k: v for k, v in (evidence or {}).items() if v > NOISE_TOL}
+
+
+def rejection(found, about=""):
+    """The sentence that says why (``found``: :func:`rejected`'s; ``about`` what the
+    log-normal noise is about, after "log-normal noise")."""
+    shown = ", ".join(f"{k} by {v:.1f} nats" for k, v in found.items())
+    return (f"the noise grows with the data: log-normal noise{about} explains them better "
+            f"than constant noise ({shown}), so the intervals rest on a noise model the data "
+            f"reject and no coefficient is identified")
+
+
 def noise_rejected(model):
     """The series of a fitted conditioned model whose constant Gaussian noise the data reject
     (:func:`noise_evidence` above :data:`NOISE_TOL`; ``[]`` before a fit)."""
     if not bool(model.fitted):
         return []
     with torch.no_grad():
-        evidence = noise_evidence(model, model.solve()[0])
-    return [k for k, v in evidence.items() if v > NOISE_TOL]
+        return list(rejected(noise_evidence(model, model.solve()[0])))

@@ -84,32 +84,25 @@ def noise_check(model, residuals):
     return out
 
 
-def _rejected(judged):
-    from ..diagnostics.noise_model import NOISE_TOL
-    return {k: v for k, v in ((judged or {}).get("noise") or {}).items() if v > NOISE_TOL}
-
-
 def noise_rejected(model):
     """The outputs whose constant noise the fit's adequacy check rejected (kept in
     ``model.result.stages``, so a saved and loaded fit says the same)."""
+    from ..diagnostics.noise_model import rejected
     stages = [] if model.result is None else model.result.stages
     judged = next((s["adequacy"] for s in stages if "adequacy" in s), None)
-    return list(_rejected(judged))
+    return list(rejected((judged or {}).get("noise")))
 
 
 def warn_noise(judged):
     """Warn in one line where ``judged`` (:func:`adequacy`'s) finds the noise model
-    rejected; returns the outputs it names."""
+    rejected."""
     import warnings
     from ..diagnostics.adequacy import ModelMisfitWarning
-    rejected = _rejected(judged)
-    if rejected:
-        shown = ", ".join(f"{k} by {v:.1f} nats" for k, v in rejected.items())
-        warnings.warn(f"The noise grows with the data: log-normal noise about the ODE's exact "
-                      f"trajectory explains them better than constant noise ({shown}), so the "
-                      f"intervals rest on a noise model the data reject and no coefficient is "
-                      f"identified", ModelMisfitWarning, stacklevel=3)
-    return list(rejected)
+    from ..diagnostics.noise_model import rejected, rejection
+    found = rejected((judged or {}).get("noise"))
+    if found:
+        text = rejection(found, " about the ODE's exact trajectory")
+        warnings.warn(text[0].upper() + text[1:], ModelMisfitWarning, stacklevel=3)
 
 def exact_residuals(model):
     """Each output's data minus the ODE's exact trajectory with the fitted coefficients
