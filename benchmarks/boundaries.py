@@ -101,7 +101,8 @@ def solve_on_shape(case, M):
                                     source=s, collocation=M)
     pk.fit(model, progress=False)
     mean, var = model(test)
-    return {"rel_l2": _rel(mean, u(test)), "coverage95": pk.coverage(mean, var, u(test)),
+    return {"rel_l2": _rel(mean, u(test)),
+            "coverage95": pk.diagnostics.coverage(mean, var, u(test)),
             "boundary_points": B.shape[0], "seconds": time.perf_counter() - t0}
 
 
@@ -124,7 +125,7 @@ def beam(M, with_conditions=True):
     x = torch.linspace(0, 1, 201, dtype=D)
     u = torch.exp(x) - 1 - x - math.e / 6 * x ** 3
     mean, var = model(x[:, None])
-    return {"rel_l2": _rel(mean, u), "coverage95": pk.coverage(mean, var, u),
+    return {"rel_l2": _rel(mean, u), "coverage95": pk.diagnostics.coverage(mean, var, u),
             "seconds": time.perf_counter() - t0}
 
 
@@ -155,7 +156,8 @@ def heat_neumann(M, with_conditions=True):
     pk.fit(model, progress=False)
     truth = u(G[:, 0], G[:, 1])
     mean, var = model(G)
-    return {"rel_l2": _rel(mean, truth), "coverage95": pk.coverage(mean, var, truth),
+    return {"rel_l2": _rel(mean, truth),
+            "coverage95": pk.diagnostics.coverage(mean, var, truth),
             "seconds": time.perf_counter() - t0}
 
 
@@ -180,7 +182,8 @@ def advection_periodic(M, with_conditions=True):
     pk.fit(model, progress=False)
     truth = u(G[:, 0], G[:, 1])
     mean, var = model(G)
-    return {"rel_l2": _rel(mean, truth), "coverage95": pk.coverage(mean, var, truth),
+    return {"rel_l2": _rel(mean, truth),
+            "coverage95": pk.diagnostics.coverage(mean, var, truth),
             "seconds": time.perf_counter() - t0}
 
 
@@ -206,7 +209,7 @@ def kdv(M):
                                     collocation=M)
     pk.fit(model, progress=False)
     mean, var = model(G)
-    return {"rel_l2": _rel(mean, u(G)), "coverage95": pk.coverage(mean, var, u(G)),
+    return {"rel_l2": _rel(mean, u(G)), "coverage95": pk.diagnostics.coverage(mean, var, u(G)),
             "converged": bool(model.solve()[2].converged), "seconds": time.perf_counter() - t0}
 
 
@@ -284,13 +287,14 @@ def data_case(case, method, seed):
     elif method == "pidkl":
         model = build_pidkl()
     elif method == "skl":
-        model = pk.SKL(X, y, names)
+        model = pk.models.SKL(X, y, names)
     else:
-        model = pk.DKL(X, y, names, seed=seed)
+        model = pk.models.DKL(X, y, names, seed=seed)
     pk.fit(model, progress=False, seed=seed)
     mean, var = model(test)
     truth = truth_fn(test)
-    return {"rmse": pk.rmse(mean, truth), "coverage95": pk.coverage(mean, var, truth),
+    return {"rmse": pk.diagnostics.rmse(mean, truth),
+            "coverage95": pk.diagnostics.coverage(mean, var, truth),
             "seconds": time.perf_counter() - t0}
 
 

@@ -389,7 +389,7 @@ def _nuts(model, truth, names, nuts):
     of the truth among the draws and whether the central intervals cover it."""
     import pyro_pidkl as pk
     t0 = time.perf_counter()
-    draws = pk.sample_coefficients(model, num_warmup=nuts[0], num_samples=nuts[1],
+    draws = pk.infer.sample_coefficients(model, num_warmup=nuts[0], num_samples=nuts[1],
                                    num_chains=1, progress=False)
     out = {"seconds": round(time.perf_counter() - t0, 2), "coefficients": {}}
     summary = draws.summary(0.9)

@@ -49,9 +49,9 @@ def build(method, problem, data):
     X, y, names = data.X_train, data.y_train, problem.input_names
     box = pk.Box(**problem.domain)
     if method == "skl":
-        return pk.SKL(X, y, names)
+        return pk.models.SKL(X, y, names)
     if method == "dkl":
-        return pk.DKL(X, y, names)
+        return pk.models.DKL(X, y, names)
     if method == "pidkl":
         return pk.PIDKL(X, y, problem.equation(), names, domain=box)
     if method == "pcgp":
@@ -59,7 +59,7 @@ def build(method, problem, data):
         return pk.PhysicsConditionedGP(X, y, problem.equation(), names, domain=box,
                                        source=source)
     if method == "lfm":
-        return pk.LFM(X, y, names, **problem.lfm)
+        return pk.models.LFM(X, y, names, **problem.lfm)
     raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}")
 
 
@@ -82,9 +82,9 @@ def run_one(job):
         mean, var = model(data.X_test, noiseless=False)
         f = torch.as_tensor(data.f_test)
         yt = torch.as_tensor(data.y_test)
-        rec.update(rmse=pk.rmse(mean, f), crps=pk.crps(mean, var, yt),
-                   coverage95=pk.coverage(mean, var, yt),
-                   test_lpd=pk.test_log_predictive_density(mean, var, yt))
+        rec.update(rmse=pk.diagnostics.rmse(mean, f), crps=pk.diagnostics.crps(mean, var, yt),
+                   coverage95=pk.diagnostics.coverage(mean, var, yt),
+                   test_lpd=pk.diagnostics.test_log_predictive_density(mean, var, yt))
         rec = {k: (float(v) if hasattr(v, "item") else v) for k, v in rec.items()}
         if method in ("pidkl", "pcgp") and problem.learned:
             est = model.equation_parameters()

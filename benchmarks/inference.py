@@ -6,10 +6,10 @@ half the truth), each seed: one ``pk.fit`` (L-BFGS-B, the GP's parameters and th
 coefficients' MAP), then from the same fitted model
 
 * ``laplace``: ``coefficient_intervals`` and the prediction with its sigma points;
-* ``normal``, ``mvn``, ``iaf``: ``pk.fit_coefficient_guide`` (AutoNormal,
+* ``normal``, ``mvn``, ``iaf``: ``pk.infer.fit_coefficient_guide`` (AutoNormal,
   AutoMultivariateNormal, AutoIAFNormal), ``--guide-steps`` SVI steps, over the coefficients
   and the GP's identified parameters;
-* ``nuts``: ``pk.sample_coefficients``, ``--warmup`` + ``--draws``, one chain, the same;
+* ``nuts``: ``pk.infer.sample_coefficients``, ``--warmup`` + ``--draws``, one chain, the same;
 * ``nuts_held``: the same with the GP's parameters held at the fit (empirical Bayes);
 * ``pidkl``: PI-DKL (gamma 1, m 10, ``pk.fit``'s defaults) with a prior on each learned
   coefficient (LogNormal(log start, 1.5), uniform on [0, 1] for a fraction) and its
@@ -82,10 +82,10 @@ def run_one(job):
                 mean, var = pidkl(X)
             else:
                 held = method == "nuts_held"
-                post = (pk.sample_coefficients(model, num_warmup=warmup, num_samples=draws,
+                post = (pk.infer.sample_coefficients(model, num_warmup=warmup, num_samples=draws,
                                                seed=seed, hyperparameters=not held)
                         if method.startswith("nuts") else
-                        pk.fit_coefficient_guide(model, guide=method, num_steps=guide_steps,
+                        pk.infer.fit_coefficient_guide(model, guide=method, num_steps=guide_steps,
                                                  num_samples=1000, seed=seed))
                 s = post.summary(0.9)
                 est = {k: s[k]["mean"] for k in problem.learned}
@@ -102,7 +102,8 @@ def run_one(job):
             rec.update(params=est,
                        param_rel_error={k: abs(est[k] - truth[k]) / abs(truth[k]) for k in est},
                        interval_covers={k: lo[k] <= truth[k] <= hi[k] for k in est},
-                       rmse=float(pk.rmse(mean, f)), coverage95=float(pk.coverage(mean, var, f)))
+                       rmse=float(pk.diagnostics.rmse(mean, f)),
+                       coverage95=float(pk.diagnostics.coverage(mean, var, f)))
         except Exception as e:  # recorded, never dropped
             rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             rec["traceback"] = traceback.format_exc(limit=3)

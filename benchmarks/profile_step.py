@@ -31,7 +31,8 @@ def main(argv=None):
     import torch
     from torch.profiler import profile
 
-    from pyro_pidkl import DKL, PIDKL, physics
+    from pyro_pidkl import PIDKL, physics
+    from pyro_pidkl.models import DKL
     from pyro_pidkl.infer.svi import _TorchAdam, default_elbo, svi_step
 
     torch.set_num_threads(args.threads)

@@ -4,7 +4,7 @@ dataset 0: 20 data per output), two chains of 500 warm-up + 500 draws on one tor
 in three settings:
 
 * ``full``: the coefficients and the GP's identified parameters drawn, all collocation
-  points (``pk.sample_coefficients``' defaults);
+  points (``pk.infer.sample_coefficients``' defaults);
 * ``held``: the GP's parameters held at the fit (``hyperparameters=False``);
 * ``held-subset``: held, and the chains on 50 collocation points, corrected to all of them
   by importance weights (``collocation=50``).
@@ -71,7 +71,7 @@ def run(case, setting, warmup, draws, chains):
         laplace = model.coefficient_intervals(0.9)
         laplace_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        out = pk.sample_coefficients(model, num_warmup=warmup, num_samples=draws,
+        out = pk.infer.sample_coefficients(model, num_warmup=warmup, num_samples=draws,
                                      num_chains=chains, progress=False, **SETTINGS[setting])
         seconds = time.perf_counter() - t0
     summary = out.summary(0.9)

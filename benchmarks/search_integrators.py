@@ -84,7 +84,7 @@ def integrators(ode):
 
 def batch_rows(sizes=(200, 2000, 20000), repeats=5):
     sys_ = _spring()
-    ode = pk.explicit_ode(sys_)
+    ode = pk.physics.explicit_ode(sys_)
     g = torch.Generator().manual_seed(0)
     rows = []
     for B in sizes:
@@ -123,7 +123,7 @@ def search_rows():
                                                   scales=lv.scales)}
     rows = []
     for name, make in problems.items():
-        for integ in integrators(pk.explicit_ode(_spring())):
+        for integ in integrators(pk.physics.explicit_ode(_spring())):
             model = make()
             model.ode.integrate_uniform = integrators(model.ode)[integ]
             began = time.process_time()

@@ -329,7 +329,7 @@ def case_data(N, threads, M=200, seed=0, likelihood="auto"):
     bound = hasattr(joint, "gap")
     return {"case": "data", "N": N, "collocation": M, "seed": seed, "seconds": seconds,
             "fit_s": t1 - t0, "predict_s": seconds - (t1 - t0),
-            "evaluations": fit.num_steps, "rmse": pk.rmse(mean, f),
+            "evaluations": fit.num_steps, "rmse": pk.diagnostics.rmse(mean, f),
             "coverage95": float(inside), "alpha": alpha,
             "alpha_rel_error": abs(alpha - 0.05) / 0.05,
             "data_likelihood": "inducing" if bound else "exact",

@@ -1,6 +1,6 @@
 """The time axis in O(N) (issue "Systems in seconds"): the README's spring fitted with
 intervals by the state-space solver (``pk.StateSpaceGP``), the dense conditioned GP
-(``pk.ConditionedSystemGP``) and the exact-ODE least-squares fit (``pk.fit_exact``, the
+(``pk.ConditionedSystemGP``) and the exact-ODE least-squares fit (``pk.infer.fit_exact``, the
 textbook method), in one run, one torch thread and one BLAS thread (``threadpoolctl``),
 the library's imports done before the clocks start; then one output of a logistic law observed
 at 10^3 to 10^5 times, which the dense model cannot hold, fitted by the state-space solver
@@ -64,9 +64,9 @@ def fit_spring(method):
         iv = model.coefficient_intervals(0.9)
         mean, var = model(torch.linspace(0, 10, 101, dtype=t.dtype))
     else:
-        ode = pk.explicit_ode(system)
+        ode = pk.physics.explicit_ode(system)
         tr = torch.distributions.transform_to(torch.distributions.constraints.positive)
-        found = pk.fit_exact(ode, [(t.numpy(), x_obs.numpy()), (np.zeros(0), np.zeros(0))],
+        found = pk.infer.fit_exact(ode, [(t.numpy(), x_obs.numpy()), (np.zeros(0), np.zeros(0))],
                              [("k", tr, [0.0]), ("c", tr, [0.0])],
                              np.array([[float(x_obs[0]), 0.0]]), 0.0, 6.0,
                              np.array([float(x_obs.std()), 1.0]), design=127,
@@ -132,7 +132,7 @@ def fit_logistic(n, seed=0):
     # the textbook fit of the same data, beside it
     began = time.process_time()
     tr = torch.distributions.transform_to(torch.distributions.constraints.positive)
-    found = pk.fit_exact(model.ode, [(t, y)], [("r", tr, [math.log(0.5)]),
+    found = pk.infer.fit_exact(model.ode, [(t, y)], [("r", tr, [math.log(0.5)]),
                                                ("K", tr, [math.log(3.0)])],
                          np.array([[y[0]]]), 0.0, 10.0, np.array([float(y.std())]),
                          design=63, design_half=np.array([math.log(1000.0)] * 2))

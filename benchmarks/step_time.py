@@ -130,7 +130,8 @@ def fit_times(N=100, m=100, num_steps=1000, threads=0, seed=0, device="cpu", war
     library cost about a second, whoever comes first); a dict."""
     import torch
 
-    from pyro_pidkl import DKL, PIDKL, fit, physics
+    from pyro_pidkl import PIDKL, fit, physics
+    from pyro_pidkl.models import DKL
 
     if threads:
         torch.set_num_threads(threads)
@@ -174,7 +175,8 @@ def time_case(N, m, repeats=15, threads=0, seed=0, device="cpu", autograd=True, 
     import torch
     from pyro.infer import Trace_ELBO
 
-    from pyro_pidkl import DKL, PIDKL, physics
+    from pyro_pidkl import PIDKL, physics
+    from pyro_pidkl.models import DKL
     from pyro_pidkl.infer.svi import _TorchAdam, default_elbo, svi_step
 
     if threads:

@@ -57,7 +57,7 @@ METHODS = ("system", "statespace", "pidkl", "skl", "dkl", "numpyro", "probdiffeq
 # the summary's order of every method, those asked for by name last
 ORDER = METHODS + ("statespace_nuts", "exact")
 # not run by default: "statespace_nuts" (NUTS on the state-space likelihood: minutes) and
-# "exact" (the exact-ODE least-squares fit, pk.fit_exact, on the four ODEs)
+# "exact" (the exact-ODE least-squares fit, pk.infer.fit_exact, on the four ODEs)
 
 
 def run(name, method, seed):
@@ -149,8 +149,8 @@ def run(name, method, seed):
             if o not in p.data:
                 continue
             X, y = p.data[o]
-            model = (pk.SKL(X, y, p.input_names) if method == "skl"
-                     else pk.DKL(X, y, p.input_names, seed=seed))
+            model = (pk.models.SKL(X, y, p.input_names) if method == "skl"
+                     else pk.models.DKL(X, y, p.input_names, seed=seed))
             pk.fit(model, progress=False, seed=seed)
             m, v = model(p.test)
             mean_test[:, c], var_test[:, c] = m.detach(), v.detach()
@@ -160,20 +160,22 @@ def run(name, method, seed):
         if o in p.data:
             out["outputs"][o] = {
                 "observed": True,
-                "rmse": pk.rmse(mean_test[:, c], truth_test[:, c]),
-                "coverage95": pk.coverage(mean_test[:, c], var_test[:, c], truth_test[:, c])}
+                "rmse": pk.diagnostics.rmse(mean_test[:, c], truth_test[:, c]),
+                "coverage95": pk.diagnostics.coverage(mean_test[:, c], var_test[:, c],
+                                                      truth_test[:, c])}
         elif method in ("system", "statespace", "statespace_nuts", "numpyro", "probdiffeq"):
             rng = float(truth_grid[:, c].max() - truth_grid[:, c].min())
-            rmse = pk.rmse(mean_grid[:, c], truth_grid[:, c])
+            rmse = pk.diagnostics.rmse(mean_grid[:, c], truth_grid[:, c])
             out["outputs"][o] = {
                 "observed": False, "rmse": rmse, "rmse_over_range": rmse / rng,
-                "coverage95": pk.coverage(mean_grid[:, c], var_grid[:, c], truth_grid[:, c])}
+                "coverage95": pk.diagnostics.coverage(mean_grid[:, c], var_grid[:, c],
+                                                      truth_grid[:, c])}
     out["seconds"] = seconds
     return out
 
 
 def run_exact(p):
-    """The exact-ODE least-squares fit (``pk.fit_exact``: the textbook method, multiple then
+    """The exact-ODE least-squares fit (``pk.infer.fit_exact``: the textbook method, multiple then
     single shooting from the library's starting values and a design of 128 more, LSODA,
     Laplace intervals) on the data the state-space model reads: its record (coefficients;
     each output's trajectory RMSE beyond the data, no band)."""
@@ -188,7 +190,7 @@ def run_exact(p):
     filt, P, C = model.filter, model.filter.P, model.filter.C
     scale = filt.scale.numpy()
     hidden = [c for c in range(C) if c not in filt.measured]
-    found = pk.fit_exact(
+    found = pk.infer.fit_exact(
         model.ode, model.observations,
         [(n, t, [float(v0[k])]) for k, (n, t) in enumerate(filt.transforms)],
         np.array([v0[P:P + C] * scale]), model.t0,
@@ -213,7 +215,7 @@ def run_exact(p):
             continue
         mean = torch.as_tensor(traj[c])[np.argsort(order)]
         rng = float(truth[:, c].max() - truth[:, c].min())
-        rmse = pk.rmse(mean, truth[:, c])
+        rmse = pk.diagnostics.rmse(mean, truth[:, c])
         out["outputs"][o] = {"observed": o in p.data, "rmse": rmse,
                              "rmse_over_range": rmse / rng}
     out["seconds"] = time.perf_counter() - began
@@ -293,9 +295,9 @@ def run_magi(p, seed, niter=20000):
     for c, o in enumerate(p.system.outputs):
         mean = torch.tensor(peer["trajectory"][o], dtype=torch.float64)
         var = torch.tensor(peer["trajectory_sd"][o], dtype=torch.float64) ** 2
-        rmse = pk.rmse(mean, truth[:, c])
+        rmse = pk.diagnostics.rmse(mean, truth[:, c])
         rec = {"observed": o in p.data, "rmse": rmse,
-               "coverage95": pk.coverage(mean, var, truth[:, c])}
+               "coverage95": pk.diagnostics.coverage(mean, var, truth[:, c])}
         if o not in p.data:
             rec["rmse_over_range"] = rmse / float(truth[:, c].max() - truth[:, c].min())
         out["outputs"][o] = rec

@@ -48,7 +48,7 @@ def _readme():
                                     domain=pk.Box(t=(0.0, 6.0)))
     pk.fit(model, progress=False)
     mean, _ = model(torch.as_tensor(data.X_test))
-    return {"error": pk.rmse(mean, data.f_test)}
+    return {"error": pk.diagnostics.rmse(mean, data.f_test)}
 
 
 def _quickstart():
@@ -61,7 +61,7 @@ def _quickstart():
                      gamma=1.0, m=10, domain=pk.Box(t=(0.0, 1.0)))
     pk.fit(model, num_steps=1000, lr=0.01, progress=False)
     mean, _ = model(data.X_test)
-    return {"error": pk.rmse(mean, data.y_test)}
+    return {"error": pk.diagnostics.rmse(mean, data.y_test)}
 
 
 def _data(N):

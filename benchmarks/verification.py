@@ -86,7 +86,7 @@ def solver_fit(seed, M, options=None, method="pcgp"):
     gn = model.solve()[2]
     resolution = getattr(model, "resolution", None) or {}
     return {"rel_l2": float((mean - u).norm() / u.norm()),
-            "coverage95": pk.coverage(mean, var, u), "fit_s": round(seconds, 2),
+            "coverage95": pk.diagnostics.coverage(mean, var, u), "fit_s": round(seconds, 2),
             "evaluations": fit.num_steps, "linear_detected": model.linear,
             "gn_converged": gn.converged, "boundary_points": int(data.X_train.shape[0]),
             # the equation's residual between the collocation points (the check that
@@ -97,7 +97,7 @@ def solver_fit(seed, M, options=None, method="pcgp"):
 
 def _coverage(pk, mean, var, f):
     import torch
-    return pk.coverage(mean, var, torch.as_tensor(f))
+    return pk.diagnostics.coverage(mean, var, torch.as_tensor(f))
 
 
 def extrapolation_fit(seed, method, options=None):
@@ -114,9 +114,9 @@ def extrapolation_fit(seed, method, options=None):
                                         input_names=names, domain=pk.Box(**p.domain),
                                         source=p.source, **(options or {}))
     elif method == "skl":
-        model = pk.SKL(data.X_train, data.y_train, names)
+        model = pk.models.SKL(data.X_train, data.y_train, names)
     elif method == "dkl":
-        model = pk.DKL(data.X_train, data.y_train, names, seed=seed)
+        model = pk.models.DKL(data.X_train, data.y_train, names, seed=seed)
     else:
         raise ValueError(f"Unknown method {method!r}")
     fit = pk.fit(model, progress=False, seed=seed)
@@ -126,11 +126,12 @@ def extrapolation_fit(seed, method, options=None):
     mean_in, var_in = model(inside)
     f_far, f_in = torch.as_tensor(data.f_test), torch.as_tensor(data.f_inside)
     _, var_y = model(far, noiseless=False)
-    rec = {"rmse_far": pk.rmse(mean, f_far), "rmse_inside": pk.rmse(mean_in, f_in),
-           "coverage95_far": pk.coverage(mean, var, f_far),
+    rec = {"rmse_far": pk.diagnostics.rmse(mean, f_far),
+           "rmse_inside": pk.diagnostics.rmse(mean_in, f_in),
+           "coverage95_far": pk.diagnostics.coverage(mean, var, f_far),
            "half_width95_far": float(1.959964 * var.clamp(min=0).sqrt().mean()),
-           "coverage95_inside": pk.coverage(mean_in, var_in, f_in),
-           "y_coverage95_far": pk.coverage(mean, var_y, torch.as_tensor(data.y_test)),
+           "coverage95_inside": pk.diagnostics.coverage(mean_in, var_in, f_in),
+           "y_coverage95_far": pk.diagnostics.coverage(mean, var_y, torch.as_tensor(data.y_test)),
            "fit_s": round(seconds, 2), "evaluations": fit.num_steps,
            "n_train": int(data.X_train.shape[0])}
     again, _ = model(far)

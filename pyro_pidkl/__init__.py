@@ -13,42 +13,53 @@ import importlib
 
 __version__ = "0.1.0"
 
-#: public name -> the subpackage that defines it
+#: the public API: name -> the subpackage that defines it (one model family, its parts, its
+#: solvers, ``fit``, ``save``/``load``, the errors and warnings, the population models)
 _SOURCES = {
-    "coverage": "diagnostics", "crps": "diagnostics", "nrmse": "diagnostics",
-    "relative_l2_error": "diagnostics", "rmse": "diagnostics",
-    "test_log_predictive_density": "diagnostics", "Adequacy": "diagnostics",
-    "ModelMisfitWarning": "diagnostics", "UnfittedModelWarning": "checks",
-    "FitDivergedError": "errors", "NotPositiveDefiniteError": "errors", "PIDKLError": "errors",
-    "SolverRefusedError": "errors",
-    "GPPosterior": "gp", "PosteriorDraw": "physics", "cho_solve": "gp", "logdet": "gp",
-    "quad_diag": "gp",
-    "CVResult": "infer", "Ensemble": "infer", "FitResult": "infer", "PriorGuideELBO": "infer",
-    "cross_validate": "infer", "default_elbo": "infer", "fit": "infer", "fit_lbfgs": "infer",
-    "fit_restarts": "infer", "holdout_split": "infer", "kfold_splits": "infer",
-    "torch_threads": "infer", "training_objective": "infer",
-    "CoefficientSamples": "infer", "fit_coefficient_guide": "infer",
-    "sample_coefficients": "infer", "fit_by_shooting": "infer",
-    "MLP": "kernels", "feature_jet": "kernels",
-    "DKL": "models", "ExactGP": "models", "LFM": "models", "PIDKL": "models",
-    "PhysicsConditionedGP": "models", "SKL": "models", "SparseGP": "models",
-    "SparsePIDKL": "models", "collocation_points": "models",
-    "Box": "physics", "Condition": "physics", "Equation": "physics",
-    "EquationSystem": "physics", "ConditionedSystemGP": "models", "boundary_points": "physics", "is_linear": "physics", "Gaussian": "physics", "Parameter": "physics",
-    "PhysicsTerm": "physics", "ExplicitODE": "physics", "explicit_ode": "physics",
-    "SystemPIDKL": "models", "SystemPhysicsTerm": "physics",
-    "SparseCholeskySolver": "models", "Matern72": "kernels",
-    "Referee": "models", "RefereeWarning": "models", "exact_fit": "models",
-    "ExactFit": "infer", "fit_exact": "infer", "EquationODE": "physics",
-    "equation_ode": "physics", "save": "saving", "load": "saving",
-    "StateSpaceGP": "statespace",
-    "Collocation": "models", "Dense": "models", "GPSource": "models", "GaussianNoise": "models",
-    "Inducing": "models", "KnownSource": "models", "LogNormalNoise": "models",
-    "NegativeBinomial": "models", "Poisson": "models", "ResidualNoise": "models",
-    "SparseCholesky": "models", "ZeroSource": "models",
-    "GroupedData": "population", "PerGroup": "population", "PopulationFit": "population",
-    "PopulationODE": "population", "Random": "population", "Shared": "population",
-    "fit_population": "population",
+    # the conditioned models (one family) and the paper's PI-DKL models
+    "PhysicsConditionedGP": "models", "ConditionedSystemGP": "models",
+    "StateSpaceGP": "statespace", "SparseCholeskySolver": "models",
+    "PIDKL": "models", "SparsePIDKL": "models", "SystemPIDKL": "models",
+    # the equation and its domain
+    "Equation": "physics", "EquationSystem": "physics", "Parameter": "physics",
+    "Condition": "physics", "Box": "physics",
+    # parts: solvers and collocation, sources, likelihoods
+    "Collocation": "models", "Dense": "models", "Inducing": "models",
+    "SparseCholesky": "models",
+    "GPSource": "models", "KnownSource": "models", "ZeroSource": "models",
+    "GaussianNoise": "models", "LogNormalNoise": "models", "NegativeBinomial": "models",
+    "Poisson": "models", "ResidualNoise": "models",
+    # fitting, the exact-ODE fit, persistence
+    "fit": "infer", "exact_fit": "models", "save": "saving", "load": "saving",
+    # errors and warnings
+    "PIDKLError": "errors", "FitDivergedError": "errors",
+    "NotPositiveDefiniteError": "errors", "SolverRefusedError": "errors",
+    "ModelMisfitWarning": "diagnostics", "RefereeWarning": "models",
+    "UnfittedModelWarning": "checks",
+    # many subjects, one law
+    "fit_population": "population", "PopulationODE": "population",
+    "GroupedData": "population", "Shared": "population", "PerGroup": "population",
+    "Random": "population",
+}
+
+#: names the package exported before its API was narrowed -> the subpackage that keeps them;
+#: ``pk.<name>`` still works (old code runs unchanged) with a DeprecationWarning naming the path
+_FORMER = {
+    **dict.fromkeys(("coverage", "crps", "nrmse", "relative_l2_error", "rmse",
+                     "test_log_predictive_density", "Adequacy"), "diagnostics"),
+    **dict.fromkeys(("GPPosterior", "cho_solve", "logdet", "quad_diag"), "gp"),
+    **dict.fromkeys(("PosteriorDraw", "PhysicsTerm", "SystemPhysicsTerm", "Gaussian",
+                     "is_linear", "boundary_points", "ExplicitODE", "explicit_ode",
+                     "EquationODE", "equation_ode"), "physics"),
+    **dict.fromkeys(("CVResult", "Ensemble", "FitResult", "PriorGuideELBO", "cross_validate",
+                     "default_elbo", "fit_lbfgs", "fit_restarts", "holdout_split",
+                     "kfold_splits", "torch_threads", "training_objective",
+                     "CoefficientSamples", "fit_coefficient_guide", "sample_coefficients",
+                     "fit_by_shooting", "ExactFit", "fit_exact"), "infer"),
+    **dict.fromkeys(("MLP", "feature_jet", "Matern72"), "kernels"),
+    **dict.fromkeys(("DKL", "ExactGP", "LFM", "SKL", "SparseGP", "collocation_points",
+                     "Referee"), "models"),
+    "PopulationFit": "population",
 }
 _SUBPACKAGES = ("datasets", "diagnostics", "gp", "infer", "kernels", "models", "physics",
                 "population", "statespace")
@@ -58,13 +69,19 @@ __all__ = sorted([*_SOURCES, *_SUBPACKAGES, "__version__"])
 
 def __getattr__(name):
     if name in _SUBPACKAGES:
-        module = importlib.import_module(f".{name}", __name__)
+        value = importlib.import_module(f".{name}", __name__)
     elif name in _SOURCES:
-        module = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+    elif name in _FORMER:
+        import warnings
+        warnings.warn(f"pyro_pidkl.{name} is pyro_pidkl.{_FORMER[name]}.{name} now "
+                      "(the top level keeps the model family, its parts and fit)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f".{_FORMER[name]}", __name__), name)
     else:
         raise AttributeError(f"module 'pyro_pidkl' has no attribute {name!r}")
-    globals()[name] = module
-    return module
+    globals()[name] = value
+    return value
 
 
 def __dir__():

@@ -25,7 +25,8 @@ def three_compartments(f, x, ka, k10, k12, k21, V):
 
 
 def oral_ode():
-    return pk.explicit_ode(pk.EquationSystem(oral, outputs=("A", "C"), inputs=("t",), ka=1.5,
+    return pk.physics.explicit_ode(pk.EquationSystem(
+        oral, outputs=("A", "C"), inputs=("t",), ka=1.5,
                                              ke=0.1, cl=0.04))
 
 
@@ -53,7 +54,7 @@ def test_one_compartment_is_its_closed_form_at_every_time_and_at_each_datum():
 def test_a_stiff_three_compartment_system_is_scipys_stiff_solution():
     system = pk.EquationSystem(three_compartments, outputs=("A", "C", "P"), inputs=("t",),
                                ka=1.2, k10=0.3, k12=40.0, k21=25.0, V=2.0)
-    ode = pk.explicit_ode(system)
+    ode = pk.physics.explicit_ode(system)
     assert is_affine(ode)
     x0 = torch.tensor([[10.0, 0.0, 0.0]], dtype=D)
     t = np.array([0.1, 0.5, 2.0, 6.0])
@@ -86,13 +87,14 @@ def test_laws_that_are_not_affine_and_autonomous_are_said_so():
 
     def oscillator(f, x, k, c):
         return (f["u"].d("t") - f["v"], f["v"].d("t") + k * f["u"] + c * f["v"] - 1.0)
-    assert not is_affine(pk.explicit_ode(pk.EquationSystem(logistic, outputs=("f",),
+    assert not is_affine(pk.physics.explicit_ode(pk.EquationSystem(logistic, outputs=("f",),
                                                            inputs=("t",), r=1.0, K=2.0)))
-    assert not is_affine(pk.explicit_ode(pk.EquationSystem(forced, outputs=("f",),
+    assert not is_affine(pk.physics.explicit_ode(pk.EquationSystem(forced, outputs=("f",),
                                                            inputs=("t",), k=1.0)))
-    assert not is_affine(pk.explicit_ode(pk.EquationSystem(predator_prey, outputs=("u", "v"),
+    assert not is_affine(pk.physics.explicit_ode(pk.EquationSystem(
+        predator_prey, outputs=("u", "v"),
                                                            inputs=("t",), a=1.0, b=0.5)))
-    osc = pk.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
+    osc = pk.physics.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
                                             k=4.0, c=0.3))
     assert is_affine(osc)
     X = integrate_affine(osc, torch.tensor([[1.0, 0.0]], dtype=D), np.array([1.0, 3.0]))
@@ -110,7 +112,7 @@ def test_every_integrator_of_an_affine_ode_is_exact_and_of_one_equation_too():
     design is what keeps the search out of a degenerate infinitely fast decay.)"""
     def oscillator(f, x, k, c):
         return (f["u"].d("t") - f["v"], f["v"].d("t") + k * f["u"] + c * f["v"] - 1.0)
-    osc = pk.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
+    osc = pk.physics.explicit_ode(pk.EquationSystem(oscillator, outputs=("u", "v"), inputs=("t",),
                                             k=4.0, c=0.3))
     k = torch.tensor([4.0, 9.0], dtype=D)
     c = torch.tensor([0.3, 0.3], dtype=D)
@@ -139,7 +141,7 @@ def test_every_integrator_of_an_affine_ode_is_exact_and_of_one_equation_too():
 
     def logistic(f, x, r, K):
         return (f["f"].d("t") - r * f["f"] * (1 - f["f"] / K),)
-    growth = pk.explicit_ode(pk.EquationSystem(logistic, outputs=("f",), inputs=("t",),
+    growth = pk.physics.explicit_ode(pk.EquationSystem(logistic, outputs=("f",), inputs=("t",),
                                                r=1.0, K=2.0))
     X = growth.integrate(0.0, torch.tensor([[0.5]], dtype=D), t, rtol=1e-10, atol=1e-12)
     closed = 2.0 / (1 + 3 * np.exp(-t))

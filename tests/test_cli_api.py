@@ -13,8 +13,24 @@ from pyro_pidkl.paper.cli import main
 def test_public_api_is_importable():
     for name in pk.__all__:
         assert hasattr(pk, name), name
-    for name in ("PIDKL", "PhysicsTerm", "fit", "physics", "datasets", "models", "kernels"):
+    for name in ("PIDKL", "PhysicsConditionedGP", "fit", "physics", "datasets", "models"):
         assert name in pk.__all__
+
+
+def test_public_api_is_narrow_and_former_names_still_resolve():
+    """The top level holds the model family, its parts, ``fit``, ``save``/``load``, the errors
+    and the population models (at most 45 names besides the subpackages); every name it
+    exported before still resolves, to the same object as its subpackage's, with a
+    DeprecationWarning naming that path."""
+    names = [n for n in pk.__all__ if n not in pk._SUBPACKAGES and n != "__version__"]
+    assert len(names) <= 45, len(names)
+    assert not set(pk._FORMER) & set(pk.__all__)
+    for name, package in pk._FORMER.items():
+        with pytest.warns(DeprecationWarning, match=f"pyro_pidkl.{package}.{name}"):
+            value = getattr(pk, name)
+        assert value is getattr(getattr(pk, package), name), name
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        pk.nonexistent
 
 
 def test_core_imports_no_study_module():

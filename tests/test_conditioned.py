@@ -144,8 +144,8 @@ def test_known_equation_extrapolates_the_analytic_solution():
     model = pk.PhysicsConditionedGP(X, y, eq, domain=pk.Box(t=(0, 6)), collocation=100)
     pk.fit(model, num_steps=300, lr=0.02, progress=False)
     mean, var = model(Xt)
-    assert pk.rmse(mean, ft) < 0.03          # DKL alone: ~0.13 (docs/equations.md)
-    assert pk.coverage(mean, var + model.noise_variance(), ft) > 0.9
+    assert pk.diagnostics.rmse(mean, ft) < 0.03          # DKL alone: ~0.13 (docs/equations.md)
+    assert pk.diagnostics.coverage(mean, var + model.noise_variance(), ft) > 0.9
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_coefficients_recovered_with_intervals():
     assert abs(p["omega"] - 2.0) < 0.1 and abs(p["zeta"] - 0.15) < 0.03
     iv = model.coefficient_intervals(0.9)
     assert iv["omega"]["lower"] < p["omega"] < iv["omega"]["upper"]
-    assert pk.rmse(model(Xt)[0], ft) < 0.06
+    assert pk.diagnostics.rmse(model(Xt)[0], ft) < 0.06
 
 
 def test_nonlinear_logistic_by_gauss_newton():
@@ -177,7 +177,7 @@ def test_nonlinear_logistic_by_gauss_newton():
                                     collocation=60, noise=1e-3)
     pk.fit(model, num_steps=300, lr=0.02, progress=False)
     mean, _ = model(t[~train, None])
-    assert pk.rmse(mean, f[~train]) < 0.03
+    assert pk.diagnostics.rmse(mean, f[~train]) < 0.03
 
 
 def test_refusals():
@@ -298,7 +298,7 @@ def test_interval_sd_is_on_the_coefficients_scale_and_free_directions_warn():
 def test_constant_data_warn_for_data_models_not_for_the_solver():
     X = torch.linspace(0, 1, 6, dtype=D)[:, None]
     with pytest.warns(UserWarning, match="Every target of SKL is 2"):
-        pk.SKL(X, torch.full((6,), 2.0, dtype=D))
+        pk.models.SKL(X, torch.full((6,), 2.0, dtype=D))
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")        # a zero boundary value is a constant y
@@ -489,7 +489,7 @@ def test_pidkl_takes_conditions_as_a_weighted_factor():
     assert slopes[1] < 0.5 * slopes[0], slopes
     import pyro.distributions as dist
     with pytest.raises(ValueError, match="without a prior"):
-        pk.PhysicsTerm(pk.physics.heat_1d(), conditions=[Condition(
+        pk.physics.PhysicsTerm(pk.physics.heat_1d(), conditions=[Condition(
             [[0.0, 0.0]], Equation(lambda f, x, k: f.d("x") + k * f, inputs=("x", "t"),
                                    k=Parameter(1.0, prior=dist.LogNormal(0.0, 1.0))))])
 
@@ -558,7 +558,7 @@ def test_a_prior_on_the_gps_lengthscale_enters_the_fit_and_the_draws():
     pk.fit(tight, progress=False)
     ls_tight = float(tight.kernel.lengthscale.detach())
     assert abs(ls_free - 2.0) > 0.5 and abs(ls_tight - 2.0) < 0.1, (ls_free, ls_tight)
-    post = pk.sample_coefficients(tight, num_warmup=50, num_samples=50, seed=0)
+    post = pk.infer.sample_coefficients(tight, num_warmup=50, num_samples=50, seed=0)
     draws = post.samples["kernel.lengthscale"]
     assert draws.shape == (50,) and bool(((draws - 2.0).abs() < 0.1).all())
     # the noise, drawn without a prior of the model's, gets the samplers' weak default
@@ -576,9 +576,9 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     covers the truth beyond the data; an ArviZ tree of the draws."""
     model, data = _oscillator_model()
     with pytest.raises(ValueError, match="fitted"):
-        pk.sample_coefficients(model)
+        pk.infer.sample_coefficients(model)
     pk.fit(model, progress=False)
-    post = pk.sample_coefficients(model, num_warmup=100, num_samples=100, seed=0)
+    post = pk.infer.sample_coefficients(model, num_warmup=100, num_samples=100, seed=0)
     s = post.summary(0.9)
     for name, truth, tol in (("omega", 2.0, 0.03), ("zeta", 0.15, 0.02)):
         assert abs(s[name]["mean"] - truth) < tol and s[name]["lower"] < truth < s[name]["upper"]
@@ -586,7 +586,7 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     X = torch.as_tensor(data.X_test)
     mean, var = post.predict(X, num_draws=10)
     f = torch.as_tensor(data.f_test)
-    assert pk.rmse(mean, f) < 0.02 and pk.coverage(mean, var, f) > 0.85
+    assert pk.diagnostics.rmse(mean, f) < 0.02 and pk.diagnostics.coverage(mean, var, f) > 0.85
     # the GP's identified parameters are drawn with the coefficients; an ArviZ tree with
     # every draw, the divergences, and a predictive from thinned draws for PSIS-LOO
     assert post.coefficients == ["omega", "zeta"]
@@ -604,7 +604,7 @@ def test_nuts_draws_the_coefficients_and_mixes_the_predictions():
     none = pk.PhysicsConditionedGP(data.X_train, data.y_train, known)
     none.fitted.fill_(True)
     with pytest.raises(ValueError, match="learned coefficients"):
-        pk.sample_coefficients(none)
+        pk.infer.sample_coefficients(none)
 
 
 @pytest.mark.slow
@@ -614,13 +614,13 @@ def test_an_autoguide_over_the_coefficients_agrees_with_nuts(guide):
     parameters: means near the truth, 90% intervals covering it (NUTS: 2.005, 0.156)."""
     model, data = _oscillator_model()
     pk.fit(model, progress=False)
-    post = pk.fit_coefficient_guide(model, guide=guide, num_steps=300, num_samples=500)
+    post = pk.infer.fit_coefficient_guide(model, guide=guide, num_steps=300, num_samples=500)
     s = post.summary(0.9)
     for name, truth, tol in (("omega", 2.0, 0.03), ("zeta", 0.15, 0.02)):
         assert abs(s[name]["mean"] - truth) < tol and s[name]["lower"] < truth < s[name]["upper"], s
     assert len(post.losses) == 300
     with pytest.raises(ValueError, match="guide to be one of"):
-        pk.fit_coefficient_guide(model, guide="laplace")
+        pk.infer.fit_coefficient_guide(model, guide="laplace")
 
 
 def test_source_prior_is_one_of_the_models_priors():
@@ -687,8 +687,8 @@ def test_nuts_on_a_collocation_subset_is_corrected_to_all_points():
     pk.fit(model, progress=False)
     Z = model.Z.clone()
     kw = dict(num_warmup=150, num_samples=150, progress=False, hyperparameters=False)
-    full = pk.sample_coefficients(model, **kw)
-    sub = pk.sample_coefficients(model, collocation=50, **kw)
+    full = pk.infer.sample_coefficients(model, **kw)
+    sub = pk.infer.sample_coefficients(model, collocation=50, **kw)
     assert full.diagnostics["khat"] is None and sub.diagnostics["collocation"] == 50
     assert sub.diagnostics["khat"] < 0.5 and sub.diagnostics["excess"] < 5
     a, b = full.summary(0.9), sub.summary(0.9)
@@ -713,6 +713,6 @@ def test_nuts_on_a_subset_that_moves_the_posterior_says_so():
     model = family.build(data)
     pk.fit(model, progress=False)
     with pytest.warns(pk.models.ConvergenceWarning, match="explored another region"):
-        out = pk.sample_coefficients(model, num_warmup=100, num_samples=100, progress=False,
+        out = pk.infer.sample_coefficients(model, num_warmup=100, num_samples=100, progress=False,
                                      hyperparameters=False, collocation=50)
     assert out.diagnostics["excess"] > 10

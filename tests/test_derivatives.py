@@ -4,7 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from pyro_pidkl import MLP, GPPosterior, physics
+from pyro_pidkl import physics
+from pyro_pidkl.gp import GPPosterior
+from pyro_pidkl.kernels import MLP
 from pyro_pidkl.kernels import deep_kernel
 from pyro_pidkl.kernels.features import smoothness_order
 from pyro_pidkl.physics import Field, Inputs

@@ -53,7 +53,7 @@ def test_an_exact_fit_of_poisson_counts_whose_log_mean_is_a_line_is_the_glm():
     y = g.poisson(np.exp(math.log(5) + 0.3 * t)).astype(float)
     system = EquationSystem(lambda f, x, r: (f["u"].d("t") - r,), outputs=("u",),
                             inputs=("t",), r=Parameter(1.0))
-    ode = pk.explicit_ode(system, ("t",))
+    ode = pk.physics.explicit_ode(system, ("t",))
     positive = torch.distributions.transform_to(torch.distributions.constraints.positive)
     fit = fit_exact(ode, [(t, y, Poisson())], [("r", positive, [0.0])], np.array([[1.0]]),
                     0.0, 6.0, np.array([1.0]), design=8, design_half=np.array([1.0]))

@@ -13,7 +13,7 @@ from pyro_pidkl.diagnostics import plots
 def _fitted(n=30, seed=0, mean="zero"):
     t = np.linspace(0, 1, n)[:, None]
     y = np.sin(6 * t[:, 0]) + 0.1 * np.random.default_rng(seed).standard_normal(n)
-    model = pk.SKL(t, y, input_names=("t",), mean=mean)
+    model = pk.models.SKL(t, y, input_names=("t",), mean=mean)
     pk.fit(model, 150, lr=0.05, progress=False)
     return model
 
@@ -112,7 +112,7 @@ def test_calibration_and_comparison_plots(tmp_path):
 def test_compare_ranks_a_good_fit_above_a_bad_one():
     good = _fitted()
     t = good.X.numpy()
-    bad = pk.SKL(t, good.y.numpy(), input_names=("t",))   # unfitted: lengthscale 1
+    bad = pk.models.SKL(t, good.y.numpy(), input_names=("t",))   # unfitted: lengthscale 1
     trees = {name: dg.to_datatree(m, t[:2], num_samples=400) for name, m in
              (("good", good), ("bad", bad))}
     table = dg.compare(trees)
@@ -124,7 +124,7 @@ def test_datatree_of_dense_noise_free_training_data():
     """100 points 0.001 apart with a floor-level noise: the posterior covariance of f at the
     training inputs is numerically singular; drawing from it must still work."""
     data = pk.datasets.simulate_first_order_ode()
-    model = pk.DKL(data.X_train, data.y_train, input_names=("t",))
+    model = pk.models.DKL(data.X_train, data.y_train, input_names=("t",))
     pk.fit(model, 100, lr=0.01, progress=False)
     tree = dg.to_datatree(model, data.X_test[:3], num_samples=300)
     assert np.isfinite(tree["posterior"]["f_train"].values).all()
@@ -136,7 +136,7 @@ def test_inputs_named_like_variables_do_not_clobber_them():
     # Jura's inputs are named x, y: the coordinates must not replace the variable y_train
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, (20, 2))
-    model = pk.SKL(X, np.sin(4 * X[:, 0]) + X[:, 1], input_names=("x", "y"))
+    model = pk.models.SKL(X, np.sin(4 * X[:, 0]) + X[:, 1], input_names=("x", "y"))
     tree = dg.to_datatree(model, X[:3], num_samples=50, seed=0)
     assert tree["log_likelihood"]["y_train"].dims == ("chain", "draw", "train")
     np.testing.assert_allclose(tree["observed_data"]["train_y"].values, X[:, 1])
@@ -152,8 +152,8 @@ def _first_order(model_name):
     X, y, box = data.X_train, data.y_train, pk.Box(t=(0.0, 1.0))
     pyro.set_rng_seed(0)
     model = {
-        "SparseGP": lambda: pk.SparseGP(X, y, num_inducing=10),
-        "LFM": lambda: pk.LFM(X, y, equation="ode", time="t", input_names=("t",)),
+        "SparseGP": lambda: pk.models.SparseGP(X, y, num_inducing=10),
+        "LFM": lambda: pk.models.LFM(X, y, equation="ode", time="t", input_names=("t",)),
         "PIDKL-bayes": lambda: pk.PIDKL(X, y, first_order_ode(
             B=Parameter(0.5, prior=dist.LogNormal(0.0, 1.0)), D=0.5), domain=box, m=5),
         "PhysicsConditionedGP": lambda: pk.PhysicsConditionedGP(
@@ -201,11 +201,11 @@ def test_a_systems_arviz_tree_has_an_output_dim_and_a_likelihood_per_output():
     for var in ("y_x", "y_y"):
         assert math.isfinite(float(dg.loo(tree, var).elpd))
     # NUTS takes a system too: its coefficients and GPs' parameters, and the draws' tree
-    post = pk.sample_coefficients(model, num_warmup=15, num_samples=15, seed=0)
+    post = pk.infer.sample_coefficients(model, num_warmup=15, num_samples=15, seed=0)
     assert post.coefficients == ["alpha", "beta", "delta", "gamma"]
     assert "kernels.0.lengthscale" in post.samples
     drawn = post.to_datatree(problem.test[::5], num_draws=15)
     assert drawn["posterior_predictive"]["f"].shape == (1, 15, problem.test[::5].shape[0], 2)
     # and an autoguide (the system's own parameter sites kept out of the SVI trace)
-    guide = pk.fit_coefficient_guide(model, guide="normal", num_steps=5, num_samples=20)
+    guide = pk.infer.fit_coefficient_guide(model, guide="normal", num_steps=5, num_samples=20)
     assert guide.samples["alpha"].shape == (20,) and len(guide.losses) == 5

@@ -31,7 +31,7 @@ def _eq2_residual(ns, model, X):
     model's own B and D."""
     import functools
     pk, first = ns["pk"], model.physics.equation
-    term = pk.PhysicsTerm(ns["physics"].Equation(
+    term = pk.physics.PhysicsTerm(ns["physics"].Equation(
         lambda f, x: ns["measured_source"](f, x, first.B, first.D), inputs=("t",)), domain=ns["box"])
     term.attach(model)
     draw = functools.partial(model.posterior_draw, model.posterior())

@@ -6,7 +6,11 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from pyro_pidkl import DKL, MLP, PIDKL, Ensemble, crps, fit, fit_restarts, physics, training_objective
+from pyro_pidkl import PIDKL, fit, physics
+from pyro_pidkl.diagnostics import crps
+from pyro_pidkl.infer import Ensemble, fit_restarts, training_objective
+from pyro_pidkl.kernels import MLP
+from pyro_pidkl.models import DKL
 from pyro_pidkl.physics.domain import Box
 
 

@@ -17,7 +17,7 @@ def _decay(n=25, rate=2.0):
 
 def test_fit_records_history_and_lowers_the_loss():
     t, y = _decay()
-    model = pk.DKL(t, y)
+    model = pk.models.DKL(t, y)
     result = pk.fit(model, num_steps=60, lr=0.02, progress=False)
     assert result.num_steps == 60 and len(result.losses) == 60 and result.seconds > 0
     assert np.mean(result.losses[-5:]) < np.mean(result.losses[:5])
@@ -43,7 +43,7 @@ def test_divergence_stops_the_fit_and_keeps_the_last_finite_parameters():
 
 
 def test_fit_rejects_bad_settings():
-    model = pk.DKL(*_decay())
+    model = pk.models.DKL(*_decay())
     with pytest.raises(ValueError, match="num_steps"):
         pk.fit(model, num_steps=-1)
     with pytest.raises(ValueError, match="lr to be a finite number > 0"):
@@ -57,11 +57,11 @@ def test_fit_rejects_bad_settings():
 def test_models_fitted_in_one_process_keep_their_own_parameters():
     t, y = _decay()
     pyro.set_rng_seed(0)
-    a = pk.DKL(t, y)
+    a = pk.models.DKL(t, y)
     pk.fit(a, num_steps=30, lr=0.05, progress=False)
     noise_a = a.noise_variance()
     pyro.set_rng_seed(0)
-    b = pk.DKL(t, y)
+    b = pk.models.DKL(t, y)
     noise_b0 = b.noise_variance()
     b(t)                           # predictions must not pull a's values into b
     assert b.noise_variance() == noise_b0 != noise_a
@@ -75,7 +75,7 @@ def test_predicting_with_one_model_does_not_change_another():
     models = []
     for seed in (0, 1):
         pyro.set_rng_seed(seed)
-        models.append(pk.DKL(t, y))
+        models.append(pk.models.DKL(t, y))
         pk.fit(models[-1], num_steps=30, lr=0.05, progress=False)
     a, b = models
     pyro.clear_param_store()
@@ -134,8 +134,9 @@ def _models_for_the_elbo():
         "pidkl": lambda: pk.PIDKL(X, y, heat, input_names=names, m=6, seed=0),
         "pidkl-pointwise": lambda: pk.PIDKL(X, y, heat, input_names=names, m=6, seed=0,
                                             draw="pointwise", gamma=3.0),
-        "dkl": lambda: pk.DKL(X, y, input_names=names, seed=0),
-        "pi-skl-gaussian": lambda: pk.SKL(X, y, input_names=names, physics=pk.PhysicsTerm(
+        "dkl": lambda: pk.models.DKL(X, y, input_names=names, seed=0),
+        "pi-skl-gaussian": lambda: pk.models.SKL(
+            X, y, input_names=names, physics=pk.physics.PhysicsTerm(
             heat, m=5, domain=physics.Gaussian())),
         "burgers-autograd": lambda: pk.PIDKL(X, y, physics.burgers_1d(nu=0.1), input_names=names,
                                              m=5, seed=0, derivatives="autograd"),
@@ -152,8 +153,8 @@ def test_the_default_elbo_equals_trace_elbo(name):
     from pyro.infer import Trace_ELBO
 
     model = _models_for_the_elbo()[name]()
-    elbo = pk.default_elbo(model)
-    assert isinstance(elbo, pk.PriorGuideELBO) and model.guide_is_prior
+    elbo = pk.infer.default_elbo(model)
+    assert isinstance(elbo, pk.infer.PriorGuideELBO) and model.guide_is_prior
     out = []
     for loss in (elbo, Trace_ELBO()):
         pyro.clear_param_store()
@@ -208,7 +209,7 @@ def test_the_default_elbo_hands_other_guides_to_trace_elbo():
         pyro.clear_param_store()
     assert issubclass(PriorGuideELBO, ELBO)
 
-    class Extra(pk.DKL):
+    class Extra(pk.models.DKL):
         def model(self):
             pyro.sample("w", pyro.distributions.Normal(0.0, 1.0))
             return super().model()
@@ -226,10 +227,10 @@ def test_thread_policy_one_thread_for_small_fits_and_the_setting_put_back(monkey
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]
-    model = pk.SKL(X, torch.sin(6 * X[:, 0]))
+    model = pk.models.SKL(X, torch.sin(6 * X[:, 0]))
     assert problem_size(model) == 20 and fit_threads(model) == 1
     assert fit_threads(model, None) is None and fit_threads(model, 3) == 3
-    big = pk.SKL(torch.rand(LARGE_PROBLEM + 1, 1, dtype=torch.float64),
+    big = pk.models.SKL(torch.rand(LARGE_PROBLEM + 1, 1, dtype=torch.float64),
                  torch.rand(LARGE_PROBLEM + 1, dtype=torch.float64))
     assert fit_threads(big) is None
     monkeypatch.setenv("OMP_NUM_THREADS", "2")

@@ -11,7 +11,9 @@ from pyro.infer import Trace_ELBO
 from torch import nn
 
 import pyro_pidkl as pk
-from pyro_pidkl import DKL, PIDKL, SKL, Box, Gaussian, physics
+from pyro_pidkl import PIDKL, Box, physics
+from pyro_pidkl.models import DKL, SKL
+from pyro_pidkl.physics import Gaussian
 
 
 def _ode_data(n=20):
@@ -240,7 +242,7 @@ def test_skl_is_an_ard_gp_on_inputs():
     assert model.kernel.lengthscale.shape == (2,)
     pk.fit(model, num_steps=50, lr=0.05, progress=False)
     mean, _ = model(X)
-    assert pk.rmse(mean, y) < 0.05
+    assert pk.diagnostics.rmse(mean, y) < 0.05
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -290,12 +292,12 @@ def test_bad_data_raise_clear_errors():
 
 def test_relu_feature_map_under_second_order_equation_is_refused():
     X, y = _heat_data()
-    relu = pk.MLP(2, activation=nn.ReLU)
+    relu = pk.kernels.MLP(2, activation=nn.ReLU)
     with pytest.raises(ValueError, match="order 2.*ReLU-like.*nn.Tanh"):
         PIDKL(X, y, physics.heat_1d(), input_names=("x", "t"), feature_net=relu)
     # a first-order equation is fine with ReLU
     Xo, yo = _ode_data()
-    PIDKL(Xo, yo, physics.first_order_ode(), feature_net=pk.MLP(1, activation=nn.ReLU))
+    PIDKL(Xo, yo, physics.first_order_ode(), feature_net=pk.kernels.MLP(1, activation=nn.ReLU))
 
 
 def test_unknown_names_inside_psi_fail_at_construction():
@@ -354,7 +356,7 @@ def test_pidkl_model_written_out_equals_the_generic_exact_gp_with_the_term():
         if kind == "pidkl":
             model = PIDKL(X, y, eq, gamma=2.0, m=6)
         else:
-            model = DKL(X, y, physics=pk.PhysicsTerm(eq, gamma=2.0, m=6))
+            model = DKL(X, y, physics=pk.physics.PhysicsTerm(eq, gamma=2.0, m=6))
         pyro.set_rng_seed(4)
         tr = poutine.trace(model.model).get_trace()
         losses.append((float(tr.log_prob_sum().detach()), tr.nodes["Z"]["value"].clone()))
@@ -369,11 +371,12 @@ def test_any_gp_model_carries_the_physics_term(carrier):
     from pyro.contrib.gp.kernels import Periodic
 
     X, y = _ode_data(30)
-    term = pk.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=5)
+    term = pk.physics.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=5)
     build = {"skl": lambda: SKL(X, y, physics=term),
-             "lfm": lambda: pk.LFM(X, y, input_names=("t",), physics=term),
-             "exact-periodic": lambda: pk.ExactGP(X, y, kernel=Periodic(1), physics=term),
-             "sparse": lambda: pk.SparseGP(X, y, num_inducing=8, batch_size=10, physics=term)}
+             "lfm": lambda: pk.models.LFM(X, y, input_names=("t",), physics=term),
+             "exact-periodic": lambda: pk.models.ExactGP(X, y, kernel=Periodic(1), physics=term),
+             "sparse": lambda: pk.models.SparseGP(X, y, num_inducing=8, batch_size=10,
+                                                   physics=term)}
     pyro.set_rng_seed(0)
     model = build[carrier]()
     assert model.physics is term and model.input_names == ("t",)

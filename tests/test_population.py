@@ -40,7 +40,7 @@ def closed_form(t, dose, ka, ke, cl):
 
 
 def test_the_plain_right_hand_side_is_the_jets_and_the_grid_integrator_the_closed_form():
-    ode = pk.explicit_ode(oral_system())
+    ode = pk.physics.explicit_ode(oral_system())
     g = torch.Generator().manual_seed(0)
     state = torch.rand(6, 2, generator=g, dtype=torch.float64)
     t = torch.rand(6, generator=g, dtype=torch.float64)

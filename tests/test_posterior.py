@@ -5,7 +5,9 @@ import pytest
 import torch
 from scipy.stats import multivariate_normal
 
-from pyro_pidkl import MLP, GPPosterior, NotPositiveDefiniteError
+from pyro_pidkl import NotPositiveDefiniteError
+from pyro_pidkl.gp import GPPosterior
+from pyro_pidkl.kernels import MLP
 from pyro_pidkl.kernels import deep_kernel, se_ard
 from pyro_pidkl.gp.posterior import jittered_cholesky
 

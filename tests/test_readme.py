@@ -47,7 +47,7 @@ def test_your_own_equation_fits_the_conditioned_model():
     assert set(learned) == {"omega", "zeta"} and 0 <= learned["zeta"] <= 1
     assert namespace["mean"].shape == namespace["data"].f_test.shape
     import pyro_pidkl as pk
-    rmse = pk.rmse(namespace["mean"], namespace["data"].f_test)
+    rmse = pk.diagnostics.rmse(namespace["mean"], namespace["data"].f_test)
     shown = dict(re.findall(r"'(omega|zeta)': ([0-9.]+)", output.splitlines()[0]))
     assert f"{rmse:.3g}" in output.splitlines()[0]
     assert all(f"{learned[k]:.{len(v.split('.')[1])}f}" == v for k, v in shown.items())
@@ -70,12 +70,13 @@ def test_the_physics_term_on_another_model_runs_as_shown():
     import pyro_pidkl as pk
     from pyro_pidkl import physics
 
-    assert "pk.SKL(X, y, physics=pk.PhysicsTerm(eq," in README.read_text().replace("\n", " ")
+    readme = README.read_text().replace("\n", " ")
+    assert "pk.models.SKL(X, y, physics=pk.physics.PhysicsTerm(eq," in readme
     data = pk.datasets.simulate_first_order_ode()
-    term = pk.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=10,
+    term = pk.physics.PhysicsTerm(physics.first_order_ode(B=0.5, D=0.5), gamma=1.0, m=10,
                           domain=pk.Box(t=(0.0, 1.0)))
-    model = pk.SKL(data.X_train, data.y_train, physics=term)
-    assert isinstance(model.physics, pk.PhysicsTerm) and isinstance(model, pk.SKL)
+    model = pk.models.SKL(data.X_train, data.y_train, physics=term)
+    assert isinstance(model.physics, pk.physics.PhysicsTerm) and isinstance(model, pk.models.SKL)
     result = pk.fit(model, num_steps=20, lr=0.01, seed=0, progress=False)
     assert len(result.losses) == 20 and set(model.equation_parameters()) == {"B", "D"}
 
@@ -97,7 +98,7 @@ def test_the_three_inference_calls_run_on_the_fitted_model():
         assert abs(s["omega"]["mean"] - 2.0) < 0.05 and abs(s["zeta"]["mean"] - 0.15) < 0.02, s
     assert math.isfinite(namespace["nuts"].summary()["omega"]["r_hat"])
     import pyro_pidkl as pk
-    assert pk.rmse(namespace["mean"], namespace["data"].f_test) < 0.02
+    assert pk.diagnostics.rmse(namespace["mean"], namespace["data"].f_test) < 0.02
     assert namespace["tree"]["posterior_predictive"]["f"].shape[:2] == (2, 40)
 
 

@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent('''
     models["pidkl"] = pk.PIDKL(t[:, None], y, lam, gamma=1.0, m=10, domain=pk.Box(t=(0.0, 4.0)))
     models["sparse_pidkl"] = pk.SparsePIDKL(t[:, None], y, lam, gamma=1.0, m=10,
                                             domain=pk.Box(t=(0.0, 4.0)), num_inducing=6)
-    models["dkl"] = pk.DKL(t[:, None], y, input_names=("t",))
+    models["dkl"] = pk.models.DKL(t[:, None], y, input_names=("t",))
     grid = torch.linspace(0, 1, 14, dtype=D)[:, None]
     models["solver"] = pk.SparseCholeskySolver(grid[[0, -1]], torch.zeros(2, dtype=D),
                                                Equation(lambda f, x: -f.d("t", "t"), inputs=("t",)),
@@ -109,13 +109,13 @@ def test_what_cannot_be_stored_and_what_is_no_model_file_are_refused_in_one_line
 
 def test_a_model_never_fitted_warns_once_when_it_predicts_and_a_fitted_one_does_not():
     t = torch.linspace(0, 1, 8, dtype=D)
-    model = pk.ExactGP(t[:, None], torch.sin(3 * t), input_names=("t",))
+    model = pk.models.ExactGP(t[:, None], torch.sin(3 * t), input_names=("t",))
     with pytest.warns(pk.UnfittedModelWarning, match="never fitted by pk.fit"):
         model(t[:, None])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model(t[:, None])                                   # once only
-        fitted = pk.ExactGP(t[:, None], torch.sin(3 * t), input_names=("t",))
+        fitted = pk.models.ExactGP(t[:, None], torch.sin(3 * t), input_names=("t",))
         pk.fit(fitted, num_steps=5, progress=False)
         fitted(t[:, None])
 
@@ -137,7 +137,7 @@ def test_a_file_that_names_a_class_where_it_was_before_the_models_moved_loads(tm
                                pk.PhysicsConditionedGP),
                               ("pyro_pidkl.models.system", "ConditionedSystemGP",
                                pk.ConditionedSystemGP),
-                              ("pyro_pidkl.models.exact_gp", "ExactGP", pk.ExactGP),
+                              ("pyro_pidkl.models.exact_gp", "ExactGP", pk.models.ExactGP),
                               ("pyro_pidkl.models.sparse_solver", "SparseCholeskySolver",
                                pk.SparseCholeskySolver)]:
         path = tmp_path / f"{name}.pt"

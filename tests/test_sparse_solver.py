@@ -44,7 +44,8 @@ def test_matern_derivative_covariances_match_autograd_and_the_bessel_form():
     r = np.linspace(0.01, 3, 50)
     z = math.sqrt(7) * r
     bessel = 2 ** (1 - 3.5) / scipy.special.gamma(3.5) * z ** 3.5 * scipy.special.kv(3.5, z)
-    k = pk.Matern72(lengthscale=1.0)(torch.zeros(1, 1, dtype=D), torch.as_tensor(r)[:, None])
+    k = pk.kernels.Matern72(lengthscale=1.0)(torch.zeros(1, 1, dtype=D),
+                                              torch.as_tensor(r)[:, None])
     assert np.allclose(k[0].numpy(), bessel, rtol=1e-12)
 
 

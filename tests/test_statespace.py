@@ -174,9 +174,9 @@ def test_state_space_fit_matches_the_exact_ode_fit_and_predicts_the_hidden_outpu
     system, t, x_obs = _spring()
     model = pk.StateSpaceGP(system, {"x": (t, x_obs)}, domain=pk.Box(t=(0.0, 10.0)))
     result = pk.fit(model, progress=False)
-    assert isinstance(result, pk.FitResult)
+    assert isinstance(result, pk.infer.FitResult)
     iv = model.coefficient_intervals(0.9)
-    exact = pk.fit_exact(model.ode, [(t.numpy(), x_obs.numpy()), (np.zeros(0), np.zeros(0))],
+    exact = pk.infer.fit_exact(model.ode, [(t.numpy(), x_obs.numpy()), (np.zeros(0), np.zeros(0))],
                          [(n, tr, [float(tr.inv(torch.tensor(v)))]) for (n, tr), v in
                           zip(model.filter.transforms, (4.0, 0.4))],
                          np.array([[1.0, 0.0]]), 0.0, 6.0, np.array([0.5, 1.0]))
@@ -302,7 +302,7 @@ def test_nuts_draws_hold_what_they_drew_and_leave_the_fit_as_it_was():
     t, y = _decay_data()
     model = _decay_model(t, y, starts=0)
     before = model(torch.tensor([0.5, 2.0], dtype=DT))
-    draws = pk.sample_coefficients(model, num_warmup=8, num_samples=8, num_chains=2,
+    draws = pk.infer.sample_coefficients(model, num_warmup=8, num_samples=8, num_chains=2,
                                    progress=False)
     assert list(draws.samples) == ["a", "x0.f", "noise.f"]
     assert draws.unconstrained.shape == (16, 3) and bool((draws.samples["a"] > 0).all())

@@ -311,7 +311,7 @@ def test_system_pidkl_fits_and_predicts_every_output():
     assert mean.shape == var.shape == (40, 2) and bool((var > 0).all())
     assert torch.equal(model(t)[0], mean)
     X, y = data["x"]
-    assert pk.rmse(model(X)[0][:, 0], y) < 0.15
+    assert pk.diagnostics.rmse(model(X)[0][:, 0], y) < 0.15
 
 
 def test_system_pidkl_refuses_an_output_without_data_and_a_coefficient_prior():

@@ -65,10 +65,10 @@ def test_a_users_pyro_param_is_learned_kept_and_isolated():
     assert abs(learned) > 1e-3
     assert float(user_params(model)["log_gamma"]) == pytest.approx(learned)
     # the training objective (its own scope of the store) runs the model with the value
-    value = pk.training_objective(model, num_particles=4)
+    value = pk.infer.training_objective(model, num_particles=4)
     with torch.no_grad():
         model._user_params["log_gamma"][0].fill_(5.0)
-    assert pk.training_objective(model, num_particles=4) != pytest.approx(value)
+    assert pk.infer.training_objective(model, num_particles=4) != pytest.approx(value)
     with torch.no_grad():
         model._user_params["log_gamma"][0].fill_(learned)
     other = _build(LearnedLogWeight, seed=1)

@@ -81,7 +81,7 @@ def test_predictions_are_pure_on_a_nonlinear_equation():
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
     after = model.state_dict()
     assert all(torch.equal(state[k], after[k]) for k in state)
-    assert pk.rmse(first[0][t >= 2], f[t >= 2]) < 0.02
+    assert pk.diagnostics.rmse(first[0][t >= 2], f[t >= 2]) < 0.02
 
 
 def test_only_relinearise_moves_the_linearisation_point():
@@ -141,7 +141,7 @@ def test_a_nonlinear_pde_from_boundary_data_at_defaults(n):
     truth = u(*X.T)
     error = float((mean - truth).norm() / truth.norm())
     assert error < {8: 0.2, 31: 1e-4}[n]          # 4 and 15 points a wavelength
-    assert pk.coverage(mean, var, truth) > 0.8
+    assert pk.diagnostics.coverage(mean, var, truth) > 0.8
 
 
 def test_solver_error_falls_as_collocation_grows():
@@ -213,7 +213,7 @@ def test_homogeneous_boundary_values_in_floating_point():
     truth = torch.sin(pi * X[:, 0]) * torch.sin(pi * X[:, 1])
     assert float((mean - truth).norm() / truth.norm()) < 1e-3
     assert float(var.sqrt().median()) > 1e-10
-    assert pk.coverage(mean, var, truth) > 0.8
+    assert pk.diagnostics.coverage(mean, var, truth) > 0.8
 
 
 # -- 5. the collocation design does not decide the answer --------------------------------
@@ -234,7 +234,7 @@ def test_the_design_seed_does_not_decide_the_answer():
                                         source=p.source, seed=seed)
         pk.fit(model, progress=False)
         mean, _ = model(torch.as_tensor(data.X_test))
-        rmses.append(pk.rmse(mean, torch.as_tensor(data.f_test)))
+        rmses.append(pk.diagnostics.rmse(mean, torch.as_tensor(data.f_test)))
         estimates.append(model.equation_parameters())
     assert max(rmses) < 1.2 * min(rmses), rmses
     for k in p.learned:
@@ -312,7 +312,7 @@ def test_an_unknown_source_gets_its_inputs_chosen_on_the_training_data():
                                         domain=pk.Box(x=(0, 1), t=(0, 2)),
                                         source_inputs=inputs)
         result = pk.fit(model, progress=False)
-        rmse[inputs] = pk.rmse(model(grid)[0], u(grid))
+        rmse[inputs] = pk.diagnostics.rmse(model(grid)[0], u(grid))
         if inputs == "auto":          # 3 candidate sets x 3 starts of the coefficient
             assert len(result.starts) == 9 and model.source_inputs() == ("x",)
     assert rmse["auto"] <= 1.05 * rmse["equation"], rmse

@@ -77,7 +77,7 @@ class StateSpaceGP(PyroModule):
     #: predictions carry the parameters' Laplace share by default (:meth:`forward`)
     parameter_uncertainty = True
     fits_itself = True      # pk.fit calls fit(): L-BFGS-B stages, the linearisation refreshed
-    samples_itself = True   # pk.sample_coefficients calls sample(): NUTS on its likelihood
+    samples_itself = True   # pk.infer.sample_coefficients calls sample(): NUTS on its likelihood
 
     def __init__(self, equation, data, domain=None, nodes=None, order=3, known=None,
                  scales=None, starts=None, floors=(1e4, 1e2, 1.0)):
@@ -273,7 +273,7 @@ class StateSpaceGP(PyroModule):
     def sample(self, num_warmup=500, num_samples=500, num_chains=2, seed=0, progress=True):
         """NUTS over the coefficients, the initial state and the noise on the solver's
         likelihood (:func:`~pyro_pidkl.statespace.sampling.sample`; also
-        ``pk.sample_coefficients(model)``): a
+        ``pk.infer.sample_coefficients(model)``): a
         :class:`~pyro_pidkl.infer.coefficient_samples.CoefficientSamples`."""
         from .sampling import sample
         return sample(self, num_warmup, num_samples, num_chains, seed, progress)

@@ -145,6 +145,6 @@ def exact_parameter_spread(model, t, full_cov=False):
         warn(f"The band of {model._what()} at t in [{at.min():.3g}, {at.max():.3g}] is the "
              f"delta method's, and its coefficients' uncertainty bends the trajectory there "
              f"(second-order term up to {float(ratio.max()):.1f} of the first): the band's "
-             f"level is approximate; pk.sample_coefficients gives it without the "
+             f"level is approximate; pk.infer.sample_coefficients gives it without the "
              f"linearisation", BandApproximationWarning)
     return out, centre[:, where]
