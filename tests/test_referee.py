@@ -311,3 +311,41 @@ def test_an_exact_fit_with_a_rate_run_to_zero_keeps_its_trade_off():
     iv = fit.intervals(0.9)
     assert iv["b"]["lower"] == 0.0 and iv["b"]["upper"] > 0.5 and not iv["b"]["identified"]
     assert not iv["a"]["identified"] and iv["a"]["upper"] > 1.5
+
+
+def test_an_ill_conditioned_initial_value_problem_is_not_refereed():
+    """-e u'' + u' = 1 as an initial-value problem has the mode e^(x / e): at e = 0.02 a change
+    of u'(0) grows e^50-fold against the solution (x - layer), so the exact likelihood is the
+    integrator's error and the referee steps aside (the GP's answer and its own checks stand,
+    ``model.unrefereed`` says why; ``pk.exact_fit`` refuses in one line). Exponential growth
+    (the solution carries the growing mode) and e = 0.2 (e^5, kappa 1.4e4) are well conditioned."""
+    from pyro_pidkl.infer.ivp_conditioning import amplification, ill_conditioned
+    from pyro_pidkl.physics.scalar_ode import equation_ode
+    eq = Equation(lambda f, x, e: -e * f.d("x", "x") + f.d("x") - 1.0, inputs=("x",),
+                  e=Parameter(0.05))
+    ode = equation_ode(eq, ("x",), None)
+    times = np.linspace(0, 1, 64)
+    for eps, refused in ((0.02, True), (0.2, False)):
+        u = times - (np.exp((times - 1) / eps) - math.exp(-1 / eps)) / (1 - math.exp(-1 / eps))
+        du = 1 - np.exp((times - 1) / eps) / eps / (1 - math.exp(-1 / eps))
+        path = (times, np.stack([u, du]))
+        kappa = amplification(ode, path[1][:, 0], {"e": eps}, path, [0.5, 5.0])
+        why = ill_conditioned(ode, path[1][:, 0], {"e": eps}, path, [0.5, 5.0])
+        assert (kappa > 1e15) if refused else (1.0 < kappa < 1e5), (eps, kappa)
+        assert (why is not None) == refused and (not refused or "boundary-value" in why)
+    growth = equation_ode(Equation(lambda f, x, a: f.d("t") - a * f, inputs=("t",),
+                                   a=Parameter(1.0)), ("t",), None)
+    times = np.linspace(0, 20, 64)
+    kappa = amplification(growth, [1.0], {"a": 1.0}, (times, np.exp(times)[None]), [1e8])
+    assert kappa == pytest.approx(1.0, rel=1e-3)            # grown e^20-fold, relatively exact
+    x = torch.linspace(0, 1, 41, dtype=D)
+    u = lambda x: x - (torch.exp((x - 1) / 0.02) - math.exp(-50)) / (1 - math.exp(-50))
+    y = u(x) + 0.01 * torch.randn(41, generator=torch.Generator().manual_seed(0), dtype=D)
+    model = pk.PhysicsConditionedGP(x[:, None], y, eq, collocation=pk.Collocation(30, refine=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pk.ModelMisfitWarning)       # 30 points: unresolved
+        warnings.simplefilter("error", pk.RefereeWarning)
+        pk.fit(model, progress=False)
+    assert model.referee is None and "boundary-value" in model.unrefereed
+    with pytest.raises(ValueError, match="initial-value problem"):
+        pk.exact_fit(model)

@@ -41,7 +41,12 @@ explicit ODE with Gaussian or count data (:mod:`~pyro_pidkl.infer.deviance`),
 
 Not refereed: an equation with an unknown (``"gp"``) source, a condition
 (:class:`~pyro_pidkl.physics.Condition`: not yet carried by the exact fit), a
-coefficient that is not a scalar, more than one input, fewer than three data.
+coefficient that is not a scalar, more than one input, fewer than three data, and an ODE
+whose initial-value problem is too ill-conditioned for its exact likelihood to be computed
+(:func:`~pyro_pidkl.infer.ivp_conditioning.ill_conditioned`: a boundary-value problem such as
+:math:`-0.02 u'' + u' = 1`, whose mode :math:`e^{50 x}` turns the integrator's error into the
+trajectory): there the exact fit would score noise, and the GP's answer stands with its own
+checks (``model.unrefereed`` says why).
 """
 
 import copy
@@ -57,6 +62,7 @@ from ...checks import warn
 from ...errors import FitDivergedError, NonFiniteError, NotPositiveDefiniteError
 from ...infer.exact_fit import fit_exact, trajectory_nll
 from ...infer.exact_posterior import move_to_posterior
+from ...infer.ivp_conditioning import ill_conditioned
 from ...infer.laplace import coefficient_intervals
 from .coefficient_density import (_added_density, _log_prior, _normal_prior,
                                   _posterior_differs, _prior_hessian)
@@ -147,6 +153,15 @@ def _problem(model):
     return model._exact_problem() if model._coefficients() else None
 
 
+def _ill_conditioned(problem):
+    """Why the exact likelihood of ``problem`` cannot be computed at the GP's coefficients
+    and initial state (:func:`~pyro_pidkl.infer.ivp_conditioning.ill_conditioned`), or
+    ``None``."""
+    values = {n: float(t(torch.tensor(s[0]))) for n, t, s in problem["coefficients"]}
+    return ill_conditioned(problem["ode"], problem["x0"], values, problem["path"],
+                           problem["scale"])
+
+
 def _fit_problem(model, problem):
     """The exact fit of ``problem`` by least squares (with the weak default priors), then,
     where the model's density of its coefficients is another (a declared prior, a user's
@@ -187,6 +202,10 @@ def exact_fit(model):
         raise ValueError(f"Expected an explicit ODE with learned coefficients, Gaussian data and "
                          f"a known source (no conditions, one input) for an exact fit; "
                          f"{model._what()} is not one")
+    why = _ill_conditioned(problem)
+    if why is not None:
+        raise ValueError(f"Expected an ODE whose exact likelihood can be computed for an exact "
+                         f"fit of {model._what()}; {why}")
     with torch.no_grad():
         found = _fit_problem(model, problem)
     if found is None:
@@ -202,7 +221,7 @@ def referee(model, refit=None):
     with the coefficients held at the exact fit's where the verdict is ``"exact"``). A
     referee that cannot run (a trajectory that does not integrate, a factor that fails)
     leaves the fit as it is and says so in one line: it never ends a fit."""
-    model.referee = None
+    model.referee = model.unrefereed = None
     try:
         return _referee(model, refit)
     except (ValueError, RuntimeError, ArithmeticError, np.linalg.LinAlgError,
@@ -218,6 +237,9 @@ def _referee(model, refit):
     began = time.perf_counter()
     problem = _problem(model)
     if problem is None:
+        return None
+    model.unrefereed = _ill_conditioned(problem)
+    if model.unrefereed is not None:        # the exact fit would score the integrator's error
         return None
     coefficients = problem["coefficients"]      # [(name, transform, [gp, user])]
     exact = _fit_problem(model, problem)

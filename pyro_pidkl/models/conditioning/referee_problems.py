@@ -2,7 +2,8 @@ r"""What each conditioned model gives its exact-ODE referee
 (:mod:`~pyro_pidkl.models.conditioning.referee`): the ODE, the data per state component (``(t, y)``, or
 ``(t, counts, likelihood)``), the coefficients with their starts (the GP's answer, the
 user's values, a system's shooting answers), the states at the shooting segments, the
-interval, the scale, a single equation's Sobol design, a system's known initial values.
+interval, the scale, the GP's mean path of the states (64 times), a single equation's Sobol
+design, a system's known initial values.
 """
 
 import numpy as np
@@ -75,6 +76,7 @@ def equation_problem(model):
     return {"ode": ode, "observations": [data] + [empty] * (n - 1),
             "coefficients": coefficients, "starts": np.stack([states, states]),
             "x0": states[0], "t0": t0, "t1": t1, "scale": scale,
+            "path": (np.linspace(t0, t1, 64), jets[:, K:]),
             "design": int(min(DESIGN_MAX, DESIGN_PER_COEFFICIENT * max(2, P + n - 1))),
             "design_half": np.minimum(half, LOG_RANGE) if P else None}
 
@@ -91,12 +93,15 @@ def system_problem(model):
     observations, t0, t1, scale = _shooting_setup(model)
     K = default_segments(sum(len(o[0]) for o in observations))
     edges = np.linspace(t0, t1, K + 1)[:-1]
+    times = np.linspace(t0, t1, 64)
     with torch.no_grad():
         joint = model.solve()[0]
-        U = (torch.as_tensor(edges, dtype=model.Z.dtype)[:, None] - model.x_loc) / model.x_scale
-        states = torch.stack([model.y_loc[c] + model.y_scale[c] * (
+        U = (torch.as_tensor(np.r_[edges, times], dtype=model.Z.dtype)[:, None]
+             - model.x_loc) / model.x_scale
+        means = torch.stack([model.y_loc[c] + model.y_scale[c] * (
             joint.mean(model._cross(joint, c, U)) + model.mean[c])
-            for c in range(len(model.outputs))], 1).numpy()                 # (K, C)
+            for c in range(len(model.outputs))], 1).numpy()             # (K + 64, C)
+    states, path = means[:K], (times, means[K:].T)
     starts, thetas = [states], [[s[0] for _, _, s in coefficients]]
     # the shooting stage's answers: their trajectories at the segments
     found = []
@@ -119,4 +124,4 @@ def system_problem(model):
             S[0, c] = value
     return {"ode": model.ode, "observations": observations, "coefficients": coefficients,
             "starts": np.stack(starts), "x0": starts[0][0], "t0": t0, "t1": t1,
-            "scale": np.asarray(scale, dtype=float), "known": known}
+            "scale": np.asarray(scale, dtype=float), "known": known, "path": path}
