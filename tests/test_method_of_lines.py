@@ -130,3 +130,21 @@ def test_what_the_check_cannot_serve_is_refused_in_one_line(fitted):
                                         domain=pk.Box(x=(0, 1), t=(0, 0.5)))
         with pytest.raises(ValueError, match=match):
             method_of_lines_check(model, nodes=9)
+
+
+def test_a_fit_whose_condition_learns_a_coefficient_is_not_checked(fitted):
+    """A Robin condition's coefficient ("robin.k") is learned with the equation's: the lines
+    integrate the equation from the posterior's boundary values, not the condition, so the
+    stage leaves such a fit unchecked (no crash on a coefficient psi does not take)."""
+    robin = pk.Condition([[1.0, t] for t in np.linspace(0, 0.5, 6)],
+                         pk.Equation(lambda f, x, k: f.d("x") + k * f, inputs=("x", "t"),
+                                     k=pk.Parameter(0.5)), name="robin")
+    model = pk.PhysicsConditionedGP(fitted.X, fitted.y, pk.Equation(heat, inputs=("x", "t"),
+                                                                    k=0.2),
+                                    input_names=("x", "t"), domain=pk.Box(x=(0, 1), t=(0, 0.5)),
+                                    conditions=[robin])
+    assert "robin.k" in model._learned()
+    lines_stage(model)
+    assert model.lines is None
+    lines_stage(fitted)
+    assert fitted.lines is not None                     # the plain heat fit is checked

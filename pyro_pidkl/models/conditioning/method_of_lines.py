@@ -292,10 +292,13 @@ def method_of_lines_check(model, nodes=256, prob=0.9, max_nfev=40):
 def _checked(model):
     """Whether :func:`lines_stage` serves ``model``: one equation of an evolution in one
     space input and time ``t``, a zero or known source, learned scalar coefficients, noisy
-    data (a learned noise: exact boundary values are a solver's, not data to score)."""
+    data (a learned noise: exact boundary values are a solver's, not data to score). A
+    coefficient of a condition (a Robin boundary's ``"robin.k"``) is not one the lines
+    integrate (their boundary values are the posterior's): such a fit is not checked."""
     return (hasattr(model, "equation") and len(model.input_names) == 2
             and "t" in model.input_names and model.source_kind != "gp"
             and model.X.shape[0] >= 3 and bool(model._learned())
+            and set(model._learned()) <= set(model.equation.specs)
             and model._noise_is_learned() and not model.count_outputs)
 
 
