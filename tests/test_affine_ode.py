@@ -146,3 +146,25 @@ def test_every_integrator_of_an_affine_ode_is_exact_and_of_one_equation_too():
     X = growth.integrate(0.0, torch.tensor([[0.5]], dtype=D), t, rtol=1e-10, atol=1e-12)
     closed = 2.0 / (1 + 3 * np.exp(-t))
     assert not growth.affine and np.allclose(X[0, 0], closed, rtol=1e-8)
+
+
+def test_the_search_steps_of_an_affine_ode_are_its_runge_kutta_steps_as_a_linear_map():
+    """integrate_uniform on an affine ODE steps x -> R(hM) x + h S(hM) b: the classical
+    Runge-Kutta steps of F itself (to rounding), batched coefficients and offsets included,
+    a trajectory that overflows nan and the others unaffected."""
+    def forced(f, x, k, c):
+        return (f["u"].d("t") - f["v"], f["v"].d("t") + k * f["u"] + c * f["v"] - 0.3)
+    ode = pk.physics.explicit_ode(pk.EquationSystem(forced, outputs=("u", "v"),
+                                                    inputs=("t",), k=4.0, c=0.4))
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(6, 2, generator=g, dtype=D)
+    values = {"k": torch.rand(6, generator=g, dtype=D) * 5,
+              "c": torch.rand(6, generator=g, dtype=D) - 0.2}
+    values["k"][5] = -1e200                              # a row that overflows
+    t = np.linspace(0.0, 3.0, 17)[::-1]                  # any order
+    assert ode.affine
+    linear = ode.integrate_uniform(x0, t, values, steps=12)
+    ode._affine = False                                  # the generic steps through psi
+    generic = ode.integrate_uniform(x0, t, values, steps=12)
+    assert torch.isnan(linear[5]).any() and torch.isnan(generic[5]).any()
+    assert torch.allclose(linear[:5], generic[:5], rtol=1e-12, atol=1e-13)
