@@ -42,9 +42,12 @@ def test_a_known_value_of_an_output_nobody_measured_is_held():
     assert float(v1[1, 1]) > 10 * float(v1[0, 1])
     assert held.known_states(0.0) == {1: 0.5}
     # the equations fail between the points where the data pull against v(0) = 0.5, and
-    # more points make it worse: one round of refinement, not doublings to 1,600 rows
+    # more points do not mend it: refinement stops at the round that made it worse (points
+    # placed where the residual is lowered it once, 0.60 -> 0.42, then 0.99), within the
+    # cap of 1,600 rows, and the fit stays unresolved (warned above)
     between = held.resolution["between"]
-    assert len(between) == 2 and between[1] > between[0] > 0.25
+    assert len(between) <= 3 and between[-1] > min(between) > 0.25
+    assert 2 * held.resolution["points"][-1] <= 1600
 
 
 def test_a_derivative_condition_and_bad_conditions():

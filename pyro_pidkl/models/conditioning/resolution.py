@@ -19,9 +19,14 @@ another seed), relative to the size of the equation's terms, as at the points
 Where it is above :data:`~pyro_pidkl.diagnostics.adequacy.BETWEEN_TOL` (a quarter of the
 terms: derivatives of the mean amplify its error, and a smooth solution to 1e-3 read 6%
 between 40 points),
-:func:`resolve` adds as many points again (a new Sobol set in the domain) and fits again
-from the kernel's starting lengthscales (a fit from lengthscales under the old spacing
-stays there),
+:func:`resolve` adds as many points again and fits again from the kernel's starting
+lengthscales (a fit from lengthscales under the old spacing stays there). The points go where
+the residual is (:func:`refinement_points`: half at the largest residual among four times as
+many candidates, where it stands out, the rest spread; residual-based adaptive refinement,
+Lu et al. 2021, as DeepXDE's RAR): on :math:`-u'' = g` with a tanh front of width 0.03 at 40
+points, rounds of a uniform Sobol set stopped at error 0.49, these resolve it to 3.5e-3
+(``tests/test_refinement.py``; in two dimensions a bump of width 0.065 at 100 points: 2e-4
+against 1.0),
 up to ``refine`` times (the model's ``collocation_refine``, default
 :data:`REFINE_DEFAULT`), and keeps the round with the smallest residual between the points
 (more points can also let the lengthscale fall to a degenerate optimum). Exact data that the
@@ -51,7 +56,8 @@ from ...physics.linearise import relative
 from ..parts.collocation import REFINE_DEFAULT
 
 __all__ = ["CHECK_POINTS_MAX", "COEFFICIENT_RESOLVED_TOL", "REFINE_DEFAULT", "between_residual",
-           "coefficient_resolution", "data_misfit", "resolve", "unresolved_intervals"]
+           "coefficient_resolution", "data_misfit", "refinement_points", "resolve",
+           "unresolved_intervals"]
 
 #: the most check points (a fraction of the collocation points beyond it)
 CHECK_POINTS_MAX = 1000
@@ -241,6 +247,40 @@ def _restore(model, snapshot):
     model._cache = None
 
 
+#: the share of a refinement round's new points placed where the posterior mean's residual is
+#: largest, among :data:`CANDIDATES_PER_POINT` times as many candidates; the rest spread over
+#: the domain (the candidates' Sobol order): residual-based adaptive refinement (Lu et al.
+#: 2021; DeepXDE's RAR), half and half, so that the points follow the residual without
+#: leaving the rest of the domain bare
+RAR_SHARE = 0.5
+CANDIDATES_PER_POINT = 4
+#: a candidate is placed for its residual only where its squared residual is this many times
+#: the candidates' median (a residual spread evenly, as a fit that missed the solution
+#: altogether has, says nothing about where points are needed)
+RAR_CONTRAST = 4.0
+
+
+def refinement_points(model, count, seed):
+    r"""``count`` new collocation points (user units) for a refinement round (module
+    docstring): of a Sobol set of :data:`CANDIDATES_PER_POINT` ``* count`` candidates in the
+    domain, the :data:`RAR_SHARE` where the posterior mean's residual is largest (each
+    equation's relative to the RMS size of its terms there, summed in squares over the
+    equations) and above :data:`RAR_CONTRAST` times their median, then the first of the
+    others in the set's order. Where a residual is not finite, the set's first ``count``."""
+    candidates = check_points(model, CANDIDATES_PER_POINT * count, seed)
+    with torch.no_grad():
+        joint = model.solve()[0]
+        parts = model._residuals_at(model._jet_at(joint, candidates), candidates)
+        score = sum((r / (size.pow(2).mean().sqrt() + 1e-300)).pow(2) for r, size in parts)
+    if not torch.is_tensor(score) or not bool(torch.isfinite(score).all()):
+        return candidates[:count]
+    top = torch.topk(score, int(RAR_SHARE * count)).indices
+    top = top[score[top] > RAR_CONTRAST * score.median()]   # a residual spread evenly: none
+    rest = torch.ones(candidates.shape[0], dtype=torch.bool)
+    rest[top] = False
+    return torch.cat([candidates[top], candidates[rest][:count - top.numel()]])
+
+
 def resolve(model, refit):
     """Check the equation between the collocation points and, while it fails, add as many
     points again and ``refit()`` (module docstring). Sets ``model.resolution``:
@@ -265,7 +305,7 @@ def resolve(model, refit):
         snapshot = _snapshot(model) if best[1] is None else best[1]
         driven_by_misfit, r_before = r <= BETWEEN_TOL, r   # else by the equation between
         try:
-            model._insert_collocation(check_points(model, E, seed=104729 + 31 * k + E))
+            model._insert_collocation(refinement_points(model, E, seed=104729 + 31 * k + E))
             model._restart_lengthscales()
             refit()
             r = _between(model)
