@@ -349,3 +349,24 @@ def test_an_ill_conditioned_initial_value_problem_is_not_refereed():
     assert model.referee is None and "boundary-value" in model.unrefereed
     with pytest.raises(ValueError, match="initial-value problem"):
         pk.exact_fit(model)
+
+
+def test_a_gp_answer_near_the_exact_one_is_scored_by_the_exact_fits_quadratic():
+    """Where the GP's coefficients are within the exact fit's basin, their cost above the
+    exact optimum is taken to second order (the exact fit's Laplace covariance) rather than by
+    a fit of the exact trajectory with them held: on the README oscillator the two agree to a
+    quarter of the difference, both far under the tolerance, and the verdict is the same."""
+    from pyro_pidkl.models.conditioning.referee import NEAR_SHARE, _cost, _quadratic_cost
+    model, _ = _oscillator_model()
+    pk.fit(model, progress=False)
+    report = model.referee
+    exact = report.exact
+    theta = [float(t.inv(torch.tensor(report.gp_values[n], dtype=D)))
+             for n, t in zip(exact.names, exact.transforms)]
+    near = _quadratic_cost(exact, theta)
+    full = _cost(model, report.gp_values, model._exact_problem())[0] - report.costs["exact"]
+    assert near < NEAR_SHARE * report.tolerance and report.verdict == "agree"
+    assert near == pytest.approx(report.costs["gp"] - report.costs["exact"])
+    assert abs(near - full) <= 0.25 * abs(full) + 1e-4, (near, full)
+    far = list(exact.theta + 3 * np.sqrt(np.diag(exact.cov)[:len(theta)]))
+    assert _quadratic_cost(exact, far) > 3.0                    # 0.5 * 9 per coefficient
