@@ -36,9 +36,9 @@ misses both boundary values) refine the points too. A round runs only while the 
 helped: a round driven by the exact data alone must lower their misfit by :data:`PROGRESS`
 of itself (a layer thinner than the points can carry: 1749, 1745, 1738, 1738 at 100 to 800
 points), one driven by the residual between the points must not raise it (the spring with
-v(0) = 0.5 held against data saying -0.2: 0.60, 0.86, 0.96 at 200, 400, 800 points, 113 CPU
-s of dense refits; a boundary layer of width 0.02 on 100 points reads 0.97, 0.96, then 0.005
-at 400, so a round that lowers it a little is not the end). The adequacy check
+v(0) = 0.5 held against data saying -0.2: 0.60, 0.42, 0.99 at 200, 400, 800 points, the
+cap; a boundary layer of width 0.02 on 100 points reads 0.97, 0.96, then 0.005 at 400, so
+a round that lowers it a little is not the end). The adequacy check
 reports what is left
 (:meth:`~pyro_pidkl.models.conditioning.linearised.LinearisedConditioning.adequacy`), and a fit that
 ends unresolved warns in one line. Not checked: an unknown (``"gp"``) source, whose
