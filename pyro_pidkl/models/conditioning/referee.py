@@ -155,9 +155,8 @@ def _problem(model):
 
 
 def _ill_conditioned(problem):
-    """Why the exact likelihood of ``problem`` cannot be computed at the GP's coefficients
-    and initial state (:func:`~pyro_pidkl.infer.ivp_conditioning.ill_conditioned`), or
-    ``None``."""
+    """Why the exact likelihood of ``problem`` cannot be computed at the GP's answer
+    (:func:`~pyro_pidkl.infer.ivp_conditioning.ill_conditioned`), or ``None``."""
     values = {n: float(t(torch.tensor(s[0]))) for n, t, s in problem["coefficients"]}
     return ill_conditioned(problem["ode"], problem["x0"], values, problem["path"],
                            problem["scale"])
@@ -299,32 +298,33 @@ def _quadratic_cost(exact, theta):
     P = len(exact.names)
     d = np.asarray(theta, dtype=float) - np.asarray(exact.theta, dtype=float)
     S = np.asarray(exact.cov, dtype=float)[:P, :P]
-    if exact.boundary or d.shape != (P,) or not np.isfinite(S).all() or not np.isfinite(d).all():
+    if exact.boundary or d.shape != (P,) or not np.isfinite([*S.ravel(), *d]).all():
         return None
     try:
-        L = np.linalg.cholesky(0.5 * (S + S.T))
+        z = np.linalg.solve(np.linalg.cholesky(0.5 * (S + S.T)), d)
     except np.linalg.LinAlgError:
         return None
-    z = np.linalg.solve(L, d)
     return 0.5 * float(z @ z)
 
 
-#: the share of the tolerance under which the GP's cost is the exact fit's quadratic
-#: (:func:`_quadratic_cost`, off by a quarter of itself at most), not a fit of its own (2.8 of
-#: a pendulum's 13.6 CPU s): no verdict can turn on the difference
+#: the share of the tolerance under which the GP's cost is the exact fit's quadratic (off by
+#: a quarter of itself at most), not a fit of its own (2.8 of a pendulum's 13.6 CPU s)
 NEAR_SHARE = 0.1
 
 
 def _apart(model, exact, gp_values, prob=0.9):
     """The coefficients whose GP interval excludes the exact fit's estimate and whose exact
-    interval excludes the GP's (``prob`` intervals; the GP's Laplace at its answer)."""
+    interval excludes the GP's (``prob`` intervals; the GP's Laplace at its answer, fitted
+    only where an exact interval excludes the GP's estimate)."""
+    ex = exact.intervals(prob)
+    if all(n not in ex or ex[n]["lower"] <= v <= ex[n]["upper"] for n, v in gp_values.items()):
+        return []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp = coefficient_intervals(model, prob)
     except (NonFiniteError, NotPositiveDefiniteError, RuntimeError):
         return []
-    ex = exact.intervals(prob)
     out = []
     for n, v in gp.items():
         e = ex.get(n)

@@ -94,13 +94,8 @@ def system_problem(model):
     K = default_segments(sum(len(o[0]) for o in observations))
     edges = np.linspace(t0, t1, K + 1)[:-1]
     times = np.linspace(t0, t1, 64)
-    with torch.no_grad():
-        joint = model.solve()[0]
-        U = (torch.as_tensor(np.r_[edges, times], dtype=model.Z.dtype)[:, None]
-             - model.x_loc) / model.x_scale
-        means = torch.stack([model.y_loc[c] + model.y_scale[c] * (
-            joint.mean(model._cross(joint, c, U)) + model.mean[c])
-            for c in range(len(model.outputs))], 1).numpy()             # (K + 64, C)
+    means = model.posterior_mean(torch.as_tensor(np.r_[edges, times], dtype=model.Z.dtype)
+                                 [:, None]).numpy()                      # (K + 64, C)
     states, path = means[:K], (times, means[K:].T)
     starts, thetas = [states], [[s[0] for _, _, s in coefficients]]
     # the shooting stage's answers: their trajectories at the segments

@@ -238,7 +238,7 @@ class TrajectoryMatching:
             return {}
         t_all = torch.cat([X[:, 0] for X in self.X_by_output])
         t0 = min(float(self.domain.low[0]), float(t_all.min()))
-        start, _ = self.forward(torch.tensor([[t0]], dtype=self.Z.dtype))
+        start = self.posterior_mean(torch.tensor([[t0]], dtype=self.Z.dtype))
         grid = np.unique(np.r_[t0, t_all.numpy()])
         if grid[-1] <= t0:                  # every datum at the first time: nothing to follow
             return {}
