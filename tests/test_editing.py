@@ -79,7 +79,7 @@ def test_the_four_edits_run_as_written_and_change_what_they_should():
     table = ns["diagnostics"].compare(ns["trees"])
     assert len(table) == 4 and table["elpd"].map(math.isfinite).all()
     # 4. Student-t noise: the moved points weigh less, the fit is nearer the truth, LOO prefers it
-    rmse = {k: float(ns["pk"].rmse(ns[k](ns["data"].X_train)[0], ns["data"].y_train))
+    rmse = {k: float(ns["pk"].diagnostics.rmse(ns[k](ns["data"].X_train)[0], ns["data"].y_train))
             for k in ("gaussian", "robust")}
     w = ns["robust"].weights
     moved = torch.zeros(len(w), dtype=torch.bool)
